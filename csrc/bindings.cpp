@@ -1,0 +1,26 @@
+// Every mxfuse schema, one def per op. Only tensors an op writes are marked (a!).
+#include <Python.h>
+#include <torch/library.h>
+
+// `import mxfuse._C` loads this library, which runs the static registrations below and in ops/.
+extern "C" {
+PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}
+}
+
+TORCH_LIBRARY(mxfuse, m) {
+  // Gemma RMSNorm of each row: y = x * rstd * (w + weight_offset) (SPEC §3).
+  m.def("gemma_rmsnorm(Tensor x, Tensor weight, float eps=1e-06, float weight_offset=1.0) -> Tensor");
+  // residual <- round(x + residual); returns the Gemma RMSNorm of the new residual.
+  m.def("gemma_fused_add_rmsnorm(Tensor x, Tensor(a!) residual, Tensor weight, float eps=1e-06, float weight_offset=1.0) -> Tensor");
+  // Per-32 MXFP8 E4M3 codes and E8M0 scales ([..., N/32]) of a row-major activation (SPEC §2).
+  m.def("mxfp8_quantize(Tensor x, str scale_rule='ceil') -> (Tensor, Tensor)");
+  // codes * 2^(scale - 127) in out_dtype; NaN where the scale is 0xFF.
+  m.def("mxfp8_dequantize(Tensor codes, Tensor scales, ScalarType out_dtype) -> Tensor");
+  // mxfp8_quantize(gemma_rmsnorm(x)) in one pass, bit for bit.
+  m.def("gemma_rmsnorm_mxfp8(Tensor x, Tensor weight, float eps=1e-06, float weight_offset=1.0, str scale_rule='ceil') -> (Tensor, Tensor)");
+  // mxfp8_quantize(gemma_fused_add_rmsnorm(x, residual)) in one pass, bit for bit.
+  m.def("gemma_fused_add_rmsnorm_mxfp8(Tensor x, Tensor(a!) residual, Tensor weight, float eps=1e-06, float weight_offset=1.0, str scale_rule='ceil') -> (Tensor, Tensor)");
+}

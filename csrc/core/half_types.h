@@ -1,0 +1,142 @@
+// bf16 and fp16 as raw 16-bit patterns, with exact widening and round-to-nearest-even narrowing.
+// NaN narrows to the pattern PyTorch's scalar conversions produce (bf16 0x7FC0, fp16 sign|0x7E00),
+// so CPU and GPU results are bit-identical, NaNs included.
+#pragma once
+
+#include <cstdint>
+
+#include "fp32.h"
+
+#if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS)
+#include <cuda_fp16.h>
+#endif
+
+namespace mxf {
+
+enum class Dtype : int { kBF16 = 0, kFP16 = 1, kFP32 = 2 };
+
+struct bf16_t {
+  uint16_t bits;
+};
+struct fp16_t {
+  uint16_t bits;
+};
+
+MXF_HD float bf16_to_f32(uint16_t h) { return u2f(static_cast<uint32_t>(h) << 16); }
+
+MXF_HD uint16_t f32_to_bf16(float f) {
+  const uint32_t u = f2u(f);
+  if ((u & kF32AbsMask) > kF32Inf) return 0x7fc0u;
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// Portable twin of the CUDA hardware conversion below.
+MXF_HD float fp16_to_f32_portable(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu;
+  const uint32_t m = h & 0x3ffu;
+  if (e == 0x1f) return u2f(sign | kF32Inf | (m << 13));
+  if (e == 0) {
+    // m * 2^-24: both factors and the product are exact in fp32.
+    return u2f(sign | f2u(mul_rn(static_cast<float>(m), pow2f(-24))));
+  }
+  return u2f(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+MXF_HD uint16_t f32_to_fp16_portable(float f) {
+  const uint32_t u = f2u(f);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t a = u & kF32AbsMask;
+  if (a > kF32Inf) return sign | 0x7e00u;
+  if (a >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds to Inf
+  if (a >= 0x38800000u) {                       // >= 2^-14: normal fp16
+    const uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+    return sign | static_cast<uint16_t>((r >> 13) - (112u << 10));
+  }
+  if (a < kF32MinNormal) return sign;
+  const int e = static_cast<int>(a >> 23) - 127;  // <= -15
+  const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+  return sign | static_cast<uint16_t>(rne_shift(mant, -e - 1));  // units of 2^-24
+}
+
+MXF_HD float fp16_to_f32(uint16_t h) {
+#if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS)
+  return __half2float(__ushort_as_half(h));
+#else
+  return fp16_to_f32_portable(h);
+#endif
+}
+
+MXF_HD uint16_t f32_to_fp16(float f) {
+#if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS)
+  // cvt.rn.f16.f32 is RNE with subnormals and overflow to Inf; only NaN needs the fix-up.
+  if ((f2u(f) & kF32AbsMask) > kF32Inf) return static_cast<uint16_t>((f2u(f) >> 16) & 0x8000u) | 0x7e00u;
+  return __half_as_ushort(__float2half_rn(f));
+#else
+  return f32_to_fp16_portable(f);
+#endif
+}
+
+// Typed access used by templated kernels: T is bf16_t, fp16_t or float.
+template <typename T>
+struct Num;
+template <>
+struct Num<bf16_t> {
+  static constexpr Dtype kDtype = Dtype::kBF16;
+  MXF_HD static float to_f32(uint16_t h) { return bf16_to_f32(h); }
+  MXF_HD static uint16_t from_f32(float f) { return f32_to_bf16(f); }
+};
+template <>
+struct Num<fp16_t> {
+  static constexpr Dtype kDtype = Dtype::kFP16;
+  MXF_HD static float to_f32(uint16_t h) { return fp16_to_f32(h); }
+  MXF_HD static uint16_t from_f32(float f) { return f32_to_fp16(f); }
+};
+
+// Round an fp32 value to the activation dtype and back: the value the dtype holds.
+template <typename T>
+MXF_HD float round_to(float f) {
+  return Num<T>::to_f32(Num<T>::from_f32(f));
+}
+
+}  // namespace mxf
+
+namespace mxf {
+
+// Element access by run-time dtype, for code paths where a branch per element is cheap.
+MXF_HD float load_as_f32(const void* base, int64_t i, Dtype d) {
+  switch (d) {
+    case Dtype::kBF16:
+      return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case Dtype::kFP16:
+      return fp16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    default:
+      return static_cast<const float*>(base)[i];
+  }
+}
+
+MXF_HD void store_from_f32(void* base, int64_t i, Dtype d, float v) {
+  switch (d) {
+    case Dtype::kBF16:
+      static_cast<uint16_t*>(base)[i] = f32_to_bf16(v);
+      break;
+    case Dtype::kFP16:
+      static_cast<uint16_t*>(base)[i] = f32_to_fp16(v);
+      break;
+    default:
+      static_cast<float*>(base)[i] = v;
+  }
+}
+
+MXF_HD float round_to_dtype(float v, Dtype d) {
+  switch (d) {
+    case Dtype::kBF16:
+      return bf16_to_f32(f32_to_bf16(v));
+    case Dtype::kFP16:
+      return fp16_to_f32(f32_to_fp16(v));
+    default:
+      return v;
+  }
+}
+
+}  // namespace mxf

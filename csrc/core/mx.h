@@ -1,0 +1,144 @@
+// MX element and scale codecs (SPEC §1, §2): FP8 E4M3, FP6 E2M3, E8M0 and the block scale rules.
+// This is the one implementation of the block-quant math; CPU ops and GPU kernels both call it.
+#pragma once
+
+#include <cstdint>
+
+#include "fp32.h"
+
+#if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS) && MXF_CUDA_ARCH >= 890
+#include <cuda_fp8.h>
+#define MXF_HAS_CVT_E4M3 1
+#endif
+
+namespace mxf {
+
+enum class ScaleRule : int { kCeil = 0, kFloor = 1 };
+
+constexpr int kMxBlock = 32;
+constexpr uint8_t kE8M0NaN = 0xff;
+constexpr uint8_t kE4M3NaN = 0x7f;
+
+// Both element formats have 3 mantissa bits; they differ in the smallest normal exponent, the
+// largest finite magnitude and where the sign bit sits.
+struct E4M3 {
+  static constexpr int kMinNormalExp = -6;         // 2^-6
+  static constexpr int kEmax = 8;                  // 448 = 1.75 * 2^8
+  static constexpr uint32_t kMaxMant = 0x600000u;  // mantissa bits of 1.75
+  static constexpr uint32_t kMaxBits = 0x43e00000u;
+  static constexpr uint32_t kMaxCode = 0x7eu;
+  static constexpr int kSignBit = 7;
+};
+struct E2M3 {
+  static constexpr int kMinNormalExp = 0;          // 1.0
+  static constexpr int kEmax = 2;                  // 7.5 = 1.875 * 2^2
+  static constexpr uint32_t kMaxMant = 0x700000u;  // mantissa bits of 1.875
+  static constexpr uint32_t kMaxBits = 0x40f00000u;
+  static constexpr uint32_t kMaxCode = 0x1fu;
+  static constexpr int kSignBit = 5;
+};
+
+// fp32 -> narrow code, round to nearest even with subnormals, saturating. NaN: E4M3 0x7F; E2M3 has
+// no NaN and saturates (callers reject non-finite weights before they get here).
+template <typename F>
+MXF_HD uint32_t encode_portable(float f) {
+  const uint32_t u = f2u(f);
+  const uint32_t sign = (u >> 31) << F::kSignBit;
+  const uint32_t a = u & kF32AbsMask;
+  if (a > kF32Inf) return F::kSignBit == 7 ? kE4M3NaN : (sign | F::kMaxCode);
+  if (a > F::kMaxBits) return sign | F::kMaxCode;
+  constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(127 + F::kMinNormalExp) << 23;
+  if (a >= kMinNormalBits) {
+    const uint32_t r = a + 0x7ffffu + ((a >> 20) & 1u);
+    return sign | ((r >> 20) - (static_cast<uint32_t>(126 + F::kMinNormalExp) << 3));
+  }
+  if (a < kF32MinNormal) return sign;
+  const int e = static_cast<int>(a >> 23) - 127;
+  const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+  // Units of the subnormal step 2^(kMinNormalExp - 3); a carry into 8 is the smallest normal.
+  return sign | rne_shift(mant, 20 + F::kMinNormalExp - e);
+}
+
+MXF_HD uint8_t e4m3_encode(float f) {
+#if defined(MXF_HAS_CVT_E4M3)
+  // cvt.rn.satfinite.e4m3x2.f32: RNE, subnormals, +-448 on overflow, 0x7F for NaN.
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3));
+#else
+  return static_cast<uint8_t>(encode_portable<E4M3>(f));
+#endif
+}
+
+MXF_HD uint8_t e2m3_encode(float f) { return static_cast<uint8_t>(encode_portable<E2M3>(f)); }
+
+// Code -> exact fp32 value.
+template <typename F>
+MXF_HD float decode(uint32_t code) {
+  const uint32_t sign = ((code >> F::kSignBit) & 1u) << 31;
+  const uint32_t mag = code & ((1u << F::kSignBit) - 1u);
+  if (F::kSignBit == 7 && mag == 0x7fu) return u2f(kF32QNaN);
+  const uint32_t e = mag >> 3;
+  const uint32_t m = mag & 7u;
+  if (e == 0) return u2f(sign | f2u(mul_rn(static_cast<float>(m), pow2f(F::kMinNormalExp - 3))));
+  return u2f(sign | ((e + static_cast<uint32_t>(126 + F::kMinNormalExp)) << 23) | (m << 20));
+}
+
+MXF_HD float e4m3_decode(uint8_t code) { return decode<E4M3>(code); }
+MXF_HD float e2m3_decode(uint8_t code) { return decode<E2M3>(code); }
+
+// E8M0 byte -> 2^(sb-127); 0xFF is NaN.
+MXF_HD float e8m0_to_f32(uint8_t sb) {
+  return sb == kE8M0NaN ? u2f(kF32QNaN) : pow2f(static_cast<int>(sb) - 127);
+}
+
+// Scale byte from the largest |v| of a block, given as fp32 bits (max over |v| bits: for finite
+// values the integer order is the float order, and any NaN or Inf lands at or above 0x7F800000).
+template <typename F>
+MXF_HD uint8_t scale_from_amax_bits(uint32_t amax_bits, ScaleRule rule) {
+  if (amax_bits >= kF32Inf) return kE8M0NaN;
+  if (amax_bits < kF32MinNormal) amax_bits = kF32MinNormal;
+  const int e = static_cast<int>(amax_bits >> 23) - 127;
+  int sb = e - F::kEmax + 127;
+  if (rule == ScaleRule::kCeil && (amax_bits & 0x7fffffu) > F::kMaxMant) sb += 1;
+  return static_cast<uint8_t>(sb < 0 ? 0 : (sb > 254 ? 254 : sb));
+}
+
+// Element code of v in a block with scale byte sb (SPEC §2).
+MXF_HD uint8_t e4m3_quantize(float v, uint8_t sb) {
+  if (sb == kE8M0NaN) return kE4M3NaN;
+  return e4m3_encode(mul_rn(v, pow2f(127 - static_cast<int>(sb))));
+}
+MXF_HD uint8_t e2m3_quantize(float v, uint8_t sb) {
+  return e2m3_encode(mul_rn(v, pow2f(127 - static_cast<int>(sb))));
+}
+
+// Dequantized value; NaN when the scale or the code is NaN.
+MXF_HD float e4m3_dequantize(uint8_t code, uint8_t sb) {
+  if (sb == kE8M0NaN) return u2f(kF32QNaN);
+  return mul_rn(e4m3_decode(code), pow2f(static_cast<int>(sb) - 127));
+}
+MXF_HD float e2m3_dequantize(uint8_t code, uint8_t sb) {
+  if (sb == kE8M0NaN) return u2f(kF32QNaN);
+  return mul_rn(e2m3_decode(code), pow2f(static_cast<int>(sb) - 127));
+}
+
+MXF_HD uint32_t abs_bits(float v) { return f2u(v) & kF32AbsMask; }
+MXF_HD uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+// Whole-block helpers for host code and simple kernels.
+MXF_HD uint8_t e4m3_quantize_block(const float* v, uint8_t* codes, ScaleRule rule) {
+  uint32_t amax = 0;
+  for (int i = 0; i < kMxBlock; ++i) amax = max_u32(amax, abs_bits(v[i]));
+  const uint8_t sb = scale_from_amax_bits<E4M3>(amax, rule);
+  for (int i = 0; i < kMxBlock; ++i) codes[i] = e4m3_quantize(v[i], sb);
+  return sb;
+}
+
+MXF_HD uint8_t e2m3_quantize_block(const float* v, uint8_t* codes, ScaleRule rule) {
+  uint32_t amax = 0;
+  for (int i = 0; i < kMxBlock; ++i) amax = max_u32(amax, abs_bits(v[i]));
+  const uint8_t sb = scale_from_amax_bits<E2M3>(amax, rule);
+  for (int i = 0; i < kMxBlock; ++i) codes[i] = e2m3_quantize(v[i], sb);
+  return sb;
+}
+
+}  // namespace mxf

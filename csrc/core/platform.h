@@ -1,0 +1,88 @@
+// The only CUDA/HIP/host shim of mxfuse. Everything vendor-specific that kernels touch is named
+// here: qualifiers, the error and stream types, 32-lane shuffles and the warp barrier.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__) || defined(USE_ROCM)
+#include <hip/hip_runtime.h>
+#define MXF_HIP 1
+#elif defined(__CUDACC__)
+#include <cuda_runtime.h>
+#define MXF_CUDA 1
+#endif
+
+#if defined(MXF_HIP) || defined(MXF_CUDA)
+#define MXF_GPU 1
+#define MXF_HD __host__ __device__ __forceinline__
+#define MXF_DEV __device__ __forceinline__
+#else
+#define MXF_HD inline
+#endif
+
+// True only while compiling device code; arch fast paths test this plus an arch number.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define MXF_DEVICE_PASS 1
+#endif
+#if defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#define MXF_CUDA_ARCH __CUDA_ARCH__
+#else
+#define MXF_CUDA_ARCH 0
+#endif
+
+namespace mxf {
+
+#if defined(MXF_HIP)
+using error_t = hipError_t;
+using stream_t = hipStream_t;
+constexpr error_t kSuccess = hipSuccess;
+inline error_t last_error() { return hipGetLastError(); }
+#elif defined(MXF_CUDA)
+using error_t = cudaError_t;
+using stream_t = cudaStream_t;
+constexpr error_t kSuccess = cudaSuccess;
+inline error_t last_error() { return cudaGetLastError(); }
+#endif
+
+#if defined(MXF_GPU)
+// Reductions use groups of 32 lanes: a 64-wide wavefront runs them as two independent halves,
+// so results never depend on the hardware warp size.
+constexpr int kLaneGroup = 32;
+
+template <typename T>
+MXF_DEV T shfl_down32(T v, int delta) {
+#if defined(MXF_HIP)
+  return __shfl_down(v, delta, kLaneGroup);
+#else
+  return __shfl_down_sync(0xffffffffu, v, delta, kLaneGroup);
+#endif
+}
+
+template <typename T>
+MXF_DEV T shfl_xor32(T v, int mask) {
+#if defined(MXF_HIP)
+  return __shfl_xor(v, mask, kLaneGroup);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, mask, kLaneGroup);
+#endif
+}
+
+template <typename T>
+MXF_DEV T shfl32(T v, int src_lane) {
+#if defined(MXF_HIP)
+  return __shfl(v, src_lane, kLaneGroup);
+#else
+  return __shfl_sync(0xffffffffu, v, src_lane, kLaneGroup);
+#endif
+}
+
+MXF_DEV void sync_lanes() {
+#if defined(MXF_HIP)
+  __builtin_amdgcn_wave_barrier();
+#else
+  __syncwarp();
+#endif
+}
+#endif  // MXF_GPU
+
+}  // namespace mxf

@@ -1,0 +1,97 @@
+// Argument checks shared by every op: each error names the op, the argument, what was expected
+// and what was given. Checks run before anything is written, so in-place tensors survive a failure.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/util/string_view.h>
+
+#include <initializer_list>
+#include <sstream>
+#include <string>
+
+#include "../core/params.h"
+
+namespace mxf::ops {
+
+inline std::string dtype_list(std::initializer_list<at::ScalarType> ok) {
+  std::ostringstream os;
+  bool first = true;
+  for (auto t : ok) {
+    os << (first ? "" : " or ") << t;
+    first = false;
+  }
+  return os.str();
+}
+
+inline void check_dtype(const char* op, const char* arg, const at::Tensor& t,
+                        std::initializer_list<at::ScalarType> ok) {
+  for (auto d : ok) {
+    if (t.scalar_type() == d) return;
+  }
+  TORCH_CHECK(false, op, ": argument '", arg, "' must have dtype ", dtype_list(ok), ", got ",
+              t.scalar_type());
+}
+
+inline void check_same_device(const char* op, const char* arg, const at::Tensor& t,
+                              const at::Tensor& ref, const char* ref_arg) {
+  TORCH_CHECK(t.device() == ref.device(), op, ": argument '", arg, "' must be on the device of '",
+              ref_arg, "' (", ref.device(), "), got ", t.device());
+}
+
+inline void check_supported_device(const char* op, const char* arg, const at::Tensor& t) {
+  TORCH_CHECK(t.is_cpu() || t.is_cuda(), op, ": argument '", arg,
+              "' must be a CPU or CUDA/HIP tensor, got ", t.device());
+}
+
+inline void check_min_dim(const char* op, const char* arg, const at::Tensor& t, int64_t dim) {
+  TORCH_CHECK(t.dim() >= dim, op, ": argument '", arg, "' must have at least ", dim,
+              " dimension(s), got shape ", t.sizes());
+}
+
+inline void check_dim(const char* op, const char* arg, const at::Tensor& t, int64_t dim) {
+  TORCH_CHECK(t.dim() == dim, op, ": argument '", arg, "' must have ", dim,
+              " dimension(s), got shape ", t.sizes());
+}
+
+inline void check_mx_cols(const char* op, const char* arg, int64_t n) {
+  TORCH_CHECK(n % kMxBlock == 0, op, ": the last dimension of '", arg,
+              "' must be a multiple of 32 (one E8M0 scale per 32 elements), got ", n);
+}
+
+inline ScaleRule parse_scale_rule(const char* op, c10::string_view rule) {
+  if (rule == "ceil") return ScaleRule::kCeil;
+  if (rule == "floor") return ScaleRule::kFloor;
+  TORCH_CHECK(false, op, ": argument 'scale_rule' must be 'ceil' or 'floor', got '",
+              std::string(rule), "'");
+}
+
+inline Dtype to_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16:
+      return Dtype::kBF16;
+    case at::kHalf:
+      return Dtype::kFP16;
+    default:
+      return Dtype::kFP32;
+  }
+}
+
+// A read-only [rows, n] view of `t` (leading dims flattened) whose last dimension is contiguous;
+// copies only when no such view exists.
+inline at::Tensor rows_view(const at::Tensor& t, int64_t n) {
+  at::Tensor v = t.reshape({-1, n});
+  return v.stride(1) == 1 || v.size(0) == 0 ? v : v.contiguous();
+}
+
+// The same for a tensor the op writes in place: a view or an error, never a copy.
+inline at::Tensor inplace_rows_view(const char* op, const char* arg, const at::Tensor& t,
+                                    int64_t n) {
+  const bool ok = (t.dim() == 2 && (t.stride(1) == 1 || t.size(1) <= 1)) || t.is_contiguous();
+  TORCH_CHECK(ok, op, ": argument '", arg,
+              "' is written in place and must be contiguous (or 2-D with a contiguous last "
+              "dimension), got shape ",
+              t.sizes(), " and strides ", t.strides());
+  return t.dim() == 2 ? t : t.view({-1, n});
+}
+
+}  // namespace mxf::ops

@@ -1,0 +1,27 @@
+"""mxfuse: fused MX-format (OCP Microscaling) kernels registered as ``torch.ops.mxfuse.*``."""
+
+import torch  # noqa: F401  (loads libtorch before the extension)
+
+from . import _C  # noqa: F401  (loads the library: runs the op registrations)
+from .ops import (
+    gemma_fused_add_rmsnorm,
+    gemma_fused_add_rmsnorm_mxfp8,
+    gemma_rmsnorm,
+    gemma_rmsnorm_mxfp8,
+    mxfp8_dequantize,
+    mxfp8_quantize,
+)
+from .quant import MXFP8_KEY, QuantizedActivation, QuantKey, quantize_mxfp8
+
+__all__ = [
+    "MXFP8_KEY",
+    "QuantKey",
+    "QuantizedActivation",
+    "gemma_fused_add_rmsnorm",
+    "gemma_fused_add_rmsnorm_mxfp8",
+    "gemma_rmsnorm",
+    "gemma_rmsnorm_mxfp8",
+    "mxfp8_dequantize",
+    "mxfp8_quantize",
+    "quantize_mxfp8",
+]

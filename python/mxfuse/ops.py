@@ -1,0 +1,107 @@
+"""Typed wrappers and fake (meta) implementations of every ``torch.ops.mxfuse`` op.
+
+The fakes let ``torch.compile`` and CUDA-graph capture trace the ops without running them; they
+share the output-shape helpers below with the wrappers' documentation of what each op returns.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import _C  # noqa: F401
+
+_ops = torch.ops.mxfuse
+MX_BLOCK = 32
+
+
+def mxfp8_output_shapes(shape: torch.Size | tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Shapes of (codes, scales) for an activation of ``shape``: [..., K] and [..., K/32]."""
+    return tuple(shape), (*shape[:-1], shape[-1] // MX_BLOCK)
+
+
+def empty_mxfp8(x: Tensor) -> tuple[Tensor, Tensor]:
+    codes_shape, scales_shape = mxfp8_output_shapes(x.shape)
+    return (x.new_empty(codes_shape, dtype=torch.float8_e4m3fn),
+            x.new_empty(scales_shape, dtype=torch.uint8))
+
+
+def _check_mx_cols(x: Tensor, name: str) -> None:
+    torch._check(x.shape[-1] % MX_BLOCK == 0,
+                 lambda: f"the last dimension of '{name}' must be a multiple of 32, got {x.shape[-1]}")
+
+
+# --- fakes --------------------------------------------------------------------------------------
+
+@torch.library.register_fake("mxfuse::gemma_rmsnorm")
+def _gemma_rmsnorm_fake(x, weight, eps=1e-6, weight_offset=1.0):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.register_fake("mxfuse::gemma_fused_add_rmsnorm")
+def _gemma_fused_add_rmsnorm_fake(x, residual, weight, eps=1e-6, weight_offset=1.0):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.register_fake("mxfuse::mxfp8_quantize")
+def _mxfp8_quantize_fake(x, scale_rule="ceil"):
+    _check_mx_cols(x, "x")
+    return empty_mxfp8(x)
+
+
+@torch.library.register_fake("mxfuse::mxfp8_dequantize")
+def _mxfp8_dequantize_fake(codes, scales, out_dtype):
+    _check_mx_cols(codes, "codes")
+    return codes.new_empty(codes.shape, dtype=out_dtype)
+
+
+@torch.library.register_fake("mxfuse::gemma_rmsnorm_mxfp8")
+def _gemma_rmsnorm_mxfp8_fake(x, weight, eps=1e-6, weight_offset=1.0, scale_rule="ceil"):
+    _check_mx_cols(x, "x")
+    return empty_mxfp8(x)
+
+
+@torch.library.register_fake("mxfuse::gemma_fused_add_rmsnorm_mxfp8")
+def _gemma_fused_add_rmsnorm_mxfp8_fake(x, residual, weight, eps=1e-6, weight_offset=1.0,
+                                        scale_rule="ceil"):
+    _check_mx_cols(x, "x")
+    return empty_mxfp8(x)
+
+
+# --- typed wrappers -----------------------------------------------------------------------------
+
+def gemma_rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6,
+                  weight_offset: float = 1.0) -> Tensor:
+    """Gemma RMSNorm over the last dim: ``x * rstd * (weight + weight_offset)`` (SPEC §3)."""
+    return _ops.gemma_rmsnorm(x, weight, eps, weight_offset)
+
+
+def gemma_fused_add_rmsnorm(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6,
+                            weight_offset: float = 1.0) -> Tensor:
+    """``residual <- round(x + residual)`` in place; returns the Gemma RMSNorm of the new residual."""
+    return _ops.gemma_fused_add_rmsnorm(x, residual, weight, eps, weight_offset)
+
+
+def mxfp8_quantize(x: Tensor, scale_rule: str = "ceil") -> tuple[Tensor, Tensor]:
+    """MXFP8 E4M3 codes ``[..., K]`` and E8M0 scales ``[..., K/32]`` (row-major) of ``x``."""
+    return _ops.mxfp8_quantize(x, scale_rule)
+
+
+def mxfp8_dequantize(codes: Tensor, scales: Tensor,
+                     out_dtype: torch.dtype = torch.bfloat16) -> Tensor:
+    """``codes * 2^(scales - 127)`` rounded once to ``out_dtype``; NaN where a scale is 0xFF."""
+    return _ops.mxfp8_dequantize(codes, scales, out_dtype)
+
+
+def gemma_rmsnorm_mxfp8(x: Tensor, weight: Tensor, eps: float = 1e-6, weight_offset: float = 1.0,
+                        scale_rule: str = "ceil") -> tuple[Tensor, Tensor]:
+    """``mxfp8_quantize(gemma_rmsnorm(x, weight))`` in one pass, bit for bit."""
+    return _ops.gemma_rmsnorm_mxfp8(x, weight, eps, weight_offset, scale_rule)
+
+
+def gemma_fused_add_rmsnorm_mxfp8(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6,
+                                  weight_offset: float = 1.0,
+                                  scale_rule: str = "ceil") -> tuple[Tensor, Tensor]:
+    """``mxfp8_quantize(gemma_fused_add_rmsnorm(x, residual, weight))`` in one pass, bit for bit;
+    ``residual`` is updated in place exactly as by the unfused op."""
+    return _ops.gemma_fused_add_rmsnorm_mxfp8(x, residual, weight, eps, weight_offset, scale_rule)

@@ -1,0 +1,110 @@
+"""QuantKey and QuantizedActivation (SPEC §7).
+
+A producer (a fused norm) hands a consumer (a linear) an activation it already quantized. The
+producer fuses iff the consumer's ``input_quant_key`` equals the key it would produce; the key
+names everything the consumer relies on, the scale layout included, so nothing is inferred from
+class names. ``QuantizedActivation`` is a pytree node and flows through ``torch.compile``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.utils._pytree as pytree
+from torch import Tensor
+
+from . import ops
+
+_ELEMENTS = {"e4m3": torch.float8_e4m3fn}
+_SCALE_RULES = ("ceil", "floor")
+
+
+@dataclass(frozen=True)
+class QuantKey:
+    """Everything a consumer of a quantized activation must agree on."""
+
+    element: str = "e4m3"
+    block: tuple[int, int] = (1, 32)
+    scale_format: str = "e8m0"
+    scale_layout: str = "row_major"  # scales [..., K/32], row-major
+    scale_rule: str = "ceil"
+
+    def __post_init__(self) -> None:
+        if self.element not in _ELEMENTS:
+            raise ValueError(f"QuantKey.element must be one of {sorted(_ELEMENTS)}, got {self.element!r}")
+        if tuple(self.block) != (1, 32):
+            raise ValueError(f"QuantKey.block must be (1, 32), got {self.block!r}")
+        if self.scale_format != "e8m0":
+            raise ValueError(f"QuantKey.scale_format must be 'e8m0', got {self.scale_format!r}")
+        if self.scale_layout != "row_major":
+            raise ValueError(f"QuantKey.scale_layout must be 'row_major', got {self.scale_layout!r}")
+        if self.scale_rule not in _SCALE_RULES:
+            raise ValueError(f"QuantKey.scale_rule must be one of {_SCALE_RULES}, got {self.scale_rule!r}")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return _ELEMENTS[self.element]
+
+
+#: MXFP8 E4M3, 1x32 blocks, E8M0 row-major scales, vLLM's ROCm "ceil" scale rule.
+MXFP8_KEY = QuantKey()
+
+
+@dataclass
+class QuantizedActivation:
+    """A quantized activation: ``data`` codes [..., K], ``scale`` [..., K/32] per ``key``."""
+
+    data: Tensor
+    scale: Tensor
+    key: QuantKey
+    orig_dtype: torch.dtype
+    orig_shape: tuple[int, ...]
+
+    def dequantize(self) -> Tensor:
+        """The activation as ``orig_dtype`` values (what the producer quantized, after rounding)."""
+        return ops.mxfp8_dequantize(self.data, self.scale, self.orig_dtype).reshape(self.orig_shape)
+
+    def check(self, expected: QuantKey, in_features: int | None = None) -> None:
+        """Validate as a consumer would before reading ``data`` and ``scale``; raise ValueError."""
+        if self.key != expected:
+            raise ValueError(f"QuantizedActivation: consumer expects key {expected}, got {self.key}")
+        if self.data.dtype != expected.torch_dtype:
+            raise ValueError(f"QuantizedActivation.data must be {expected.torch_dtype}, got {self.data.dtype}")
+        if self.scale.dtype != torch.uint8:
+            raise ValueError(f"QuantizedActivation.scale must be torch.uint8 (E8M0), got {self.scale.dtype}")
+        k = self.data.shape[-1]
+        if k % 32 != 0:
+            raise ValueError(f"QuantizedActivation.data: K must be a multiple of 32, got {k}")
+        if in_features is not None and k != in_features:
+            raise ValueError(f"QuantizedActivation.data: consumer expects K = {in_features}, got {k}")
+        want = (*self.data.shape[:-1], k // 32)
+        if tuple(self.scale.shape) != want:
+            raise ValueError(f"QuantizedActivation.scale must have shape {want} (row_major [..., K/32]), "
+                             f"got {tuple(self.scale.shape)}")
+        if not (self.data.is_contiguous() and self.scale.is_contiguous()):
+            raise ValueError("QuantizedActivation.data and .scale must be contiguous (row_major layout)")
+        if self.data.device != self.scale.device:
+            raise ValueError(f"QuantizedActivation.data is on {self.data.device}, .scale on {self.scale.device}")
+        if tuple(self.orig_shape) != tuple(self.data.shape):
+            raise ValueError(f"QuantizedActivation.orig_shape {tuple(self.orig_shape)} does not match "
+                             f"data shape {tuple(self.data.shape)}")
+
+
+def _flatten(qa: QuantizedActivation):
+    return [qa.data, qa.scale], (qa.key, qa.orig_dtype, tuple(qa.orig_shape))
+
+
+def _unflatten(children, context) -> QuantizedActivation:
+    key, orig_dtype, orig_shape = context
+    return QuantizedActivation(children[0], children[1], key, orig_dtype, orig_shape)
+
+
+pytree.register_pytree_node(QuantizedActivation, _flatten, _unflatten,
+                            serialized_type_name="mxfuse.QuantizedActivation")
+
+
+def quantize_mxfp8(x: Tensor, key: QuantKey = MXFP8_KEY) -> QuantizedActivation:
+    """Quantize ``x`` [..., K] (bf16/fp16/fp32) into a QuantizedActivation under ``key``."""
+    data, scale = ops.mxfp8_quantize(x, key.scale_rule)
+    return QuantizedActivation(data, scale, key, x.dtype, tuple(x.shape))
