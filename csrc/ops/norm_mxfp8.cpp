@@ -9,6 +9,7 @@
 
 #include "../cpu/cpu_ops.h"
 #include "checks.h"
+#include "debug.h"
 
 #ifdef MXF_WITH_GPU
 #include <ATen/cuda/CUDAContext.h>
@@ -28,7 +29,7 @@ std::tuple<at::Tensor, at::Tensor> empty_mxfp8(const at::Tensor& x) {
           at::empty(scale_shape, x.options().dtype(at::kByte))};
 }
 
-void run_norm(NormParams& p, const at::Tensor& x) {
+void run_norm(NormParams& p, [[maybe_unused]] const at::Tensor& x) {
   if (p.m == 0) return;
 #ifdef MXF_WITH_GPU
   if (x.is_cuda()) {
@@ -92,9 +93,12 @@ void gemma_norm_impl(const char* op, const at::Tensor& x, const std::optional<at
   p.rule = rule;
   if (y != nullptr) {
     *y = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+    maybe_poison(*y);
     p.y = y->data_ptr();
   } else {
     *mx = empty_mxfp8(x);
+    maybe_poison(std::get<0>(*mx));
+    maybe_poison(std::get<1>(*mx));
     p.codes = static_cast<uint8_t*>(std::get<0>(*mx).data_ptr());
     p.scales = std::get<1>(*mx).data_ptr<uint8_t>();
   }
@@ -150,6 +154,8 @@ std::tuple<at::Tensor, at::Tensor> mxfp8_quantize(const at::Tensor& x,
   check_mx_cols(op, "x", n);
   const ScaleRule rule = parse_scale_rule(op, scale_rule);
   auto out = empty_mxfp8(x);
+  maybe_poison(std::get<0>(out));
+  maybe_poison(std::get<1>(out));
   const at::Tensor x2 = rows_view(x, n);
   QuantParams p;
   p.x = x2.data_ptr();
@@ -191,6 +197,7 @@ at::Tensor mxfp8_dequantize(const at::Tensor& codes, const at::Tensor& scales,
   TORCH_CHECK(out_dtype == at::kBFloat16 || out_dtype == at::kHalf || out_dtype == at::kFloat, op,
               ": argument 'out_dtype' must be BFloat16, Half or Float, got ", out_dtype);
   at::Tensor out = at::empty(codes.sizes(), codes.options().dtype(out_dtype));
+  maybe_poison(out);
   const at::Tensor c2 = codes.reshape({-1, n}).contiguous();
   const at::Tensor s2 = scales.reshape({-1, n / kMxBlock}).contiguous();
   DequantParams p;
