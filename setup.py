@@ -7,7 +7,14 @@ import os
 
 import torch
 from setuptools import find_packages, setup
-from torch.utils.cpp_extension import CUDA_HOME, ROCM_HOME, BuildExtension, CppExtension, CUDAExtension
+from torch.utils.cpp_extension import (
+    CUDA_HOME,
+    ROCM_HOME,
+    BuildExtension,
+    CppExtension,
+    CUDAExtension,
+    include_paths,
+)
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -25,10 +32,12 @@ def _sources(pattern: str) -> list[str]:
 
 
 # Exactness depends on these: no contraction into FMA, no fast math, no flush to zero (SPEC §1).
+# Torch's headers are marked as system headers so -Wall -Wextra report only mxfuse's own code.
+SYSTEM_INCLUDES = [f for p in include_paths() for f in ("-isystem", p)]
 CXX_FLAGS = ["-O3", "-std=c++17", "-Wall", "-Wextra", "-ffp-contract=off", "-fno-fast-math",
-             "-DPy_LIMITED_API=0x03090000"]
+             *SYSTEM_INCLUDES]
 NVCC_FLAGS = ["-O3", "-std=c++17", "--fmad=false", "-Xcompiler=-ffp-contract=off",
-              "-Xcompiler=-Wall", "-Xcompiler=-Wextra"]
+              "-Xcompiler=-Wall", "-Xcompiler=-Wextra", *SYSTEM_INCLUDES]
 HIP_FLAGS = ["-O3", "-std=c++17", "-ffp-contract=off", "-fno-fast-math"]
 
 gpu = _want_gpu()

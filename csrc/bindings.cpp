@@ -5,7 +5,8 @@
 // `import mxfuse._C` loads this library, which runs the static registrations below and in ops/.
 extern "C" {
 PyObject* PyInit__C(void) {
-  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  static struct PyModuleDef module_def = {
+      PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr, nullptr, nullptr, nullptr, nullptr};
   return PyModule_Create(&module_def);
 }
 }
