@@ -24,4 +24,12 @@ TORCH_LIBRARY(mxfuse, m) {
   m.def("gemma_rmsnorm_mxfp8(Tensor x, Tensor weight, float eps=1e-06, float weight_offset=1.0, str scale_rule='ceil') -> (Tensor, Tensor)");
   // mxfp8_quantize(gemma_fused_add_rmsnorm(x, residual)) in one pass, bit for bit.
   m.def("gemma_fused_add_rmsnorm_mxfp8(Tensor x, Tensor(a!) residual, Tensor weight, float eps=1e-06, float weight_offset=1.0, str scale_rule='ceil') -> (Tensor, Tensor)");
+  // MXFP6 E2M3 codes of a [N, K] weight in 16x128 tiles ([N/16, K/128, 1536]) + E8M0 scales [N, K/32].
+  m.def("mxfp6_pack(Tensor w, str scale_rule='floor') -> (Tensor, Tensor)");
+  // The [N, K] weight an MXFP6 packed copy holds, in out_dtype.
+  m.def("mxfp6_unpack(Tensor packed, Tensor scales, ScalarType out_dtype) -> Tensor");
+  // w <- mxfp6_unpack(*mxfp6_pack(w, scale_rule)), in place.
+  m.def("mxfp6_round_(Tensor(a!) w, str scale_rule='floor') -> Tensor(a!)");
+  // x [..., K] @ W6^T (+ bias) with W6 streamed from its MXFP6 packed copy (W6A16).
+  m.def("mxfp6_linear(Tensor x, Tensor packed, Tensor scales, Tensor? bias=None) -> Tensor");
 }

@@ -43,4 +43,38 @@ struct DequantParams {
   Dtype out_dtype = Dtype::kBF16;
 };
 
+// MXFP6 E2M3 rounding and packing of a weight, one 32-element group at a time (SPEC §4).
+// Any of packed/scales/rounded may be null; rounded may alias w (mxfp6_round_).
+struct Fp6PackParams {
+  const void* w = nullptr;     // [n, k] bf16/fp16, row stride w_stride
+  uint8_t* packed = nullptr;   // [n/16, k/128, 1536]
+  uint8_t* scales = nullptr;   // [n, k/32] e8m0
+  void* rounded = nullptr;     // [n, k] dtype, row stride w_stride: the values the packed copy holds
+  int64_t n = 0, k = 0, w_stride = 0;
+  Dtype dtype = Dtype::kBF16;
+  ScaleRule rule = ScaleRule::kFloor;
+};
+
+struct Fp6UnpackParams {
+  const uint8_t* packed = nullptr;  // [n/16, k/128, 1536]
+  const uint8_t* scales = nullptr;  // [n, k/32] e8m0
+  void* out = nullptr;              // [n, k] out_dtype, contiguous
+  int64_t n = 0, k = 0;
+  Dtype out_dtype = Dtype::kBF16;
+};
+
+// out[m, :] = x[m, :] @ W6^T (+ bias), fp32 accumulation, one rounding to the activation dtype.
+struct Fp6LinearParams {
+  const void* x = nullptr;          // [m, k] act, row stride x_stride; 16-byte aligned rows
+  const uint8_t* packed = nullptr;  // [n/16, k/128, 1536]
+  const uint8_t* scales = nullptr;  // [n, k/32] e8m0
+  const void* bias = nullptr;       // [n] act or fp32, or null
+  void* out = nullptr;              // [m, n] act, contiguous
+  int64_t m = 0, n = 0, k = 0, x_stride = 0;
+  Dtype act = Dtype::kBF16;
+  Dtype bias_dtype = Dtype::kFP32;
+  int num_sms = 132;                // of the device, to size the pipeline
+  bool force_portable = false;      // tests: run the portable twin of the arch fast path
+};
+
 }  // namespace mxf

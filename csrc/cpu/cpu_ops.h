@@ -10,3 +10,11 @@ void mxfp8_quantize(const QuantParams& p);
 void mxfp8_dequantize(const DequantParams& p);
 
 }  // namespace mxf::cpu
+
+namespace mxf::cpu {
+
+void mxfp6_pack(const Fp6PackParams& p);
+void mxfp6_unpack(const Fp6UnpackParams& p);
+void mxfp6_linear(const Fp6LinearParams& p);
+
+}  // namespace mxf::cpu

@@ -71,7 +71,7 @@ void gemma_norm_impl(const char* op, const at::Tensor& x, const std::optional<at
                 x.sizes(), "), got ", r.sizes());
     r2 = inplace_rows_view(op, "residual", r, n);
     at::assert_no_internal_overlap(r);
-    at::assert_no_partial_overlap(r, x);
+    at::assert_no_overlap(r, x);
   }
 
   const at::Tensor x2 = rows_view(x, n);

@@ -9,6 +9,10 @@ from .ops import (
     gemma_rmsnorm,
     gemma_rmsnorm_mxfp8,
     mxfp8_dequantize,
+    mxfp6_linear,
+    mxfp6_pack,
+    mxfp6_round_,
+    mxfp6_unpack,
     mxfp8_quantize,
 )
 from .quant import MXFP8_KEY, QuantizedActivation, QuantKey, quantize_mxfp8
@@ -21,6 +25,10 @@ __all__ = [
     "gemma_fused_add_rmsnorm_mxfp8",
     "gemma_rmsnorm",
     "gemma_rmsnorm_mxfp8",
+    "mxfp6_linear",
+    "mxfp6_pack",
+    "mxfp6_round_",
+    "mxfp6_unpack",
     "mxfp8_dequantize",
     "mxfp8_quantize",
     "quantize_mxfp8",

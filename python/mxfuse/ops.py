@@ -26,6 +26,11 @@ def empty_mxfp8(x: Tensor) -> tuple[Tensor, Tensor]:
             x.new_empty(scales_shape, dtype=torch.uint8))
 
 
+def mxfp6_packed_shapes(n: int, k: int) -> tuple[tuple[int, int, int], tuple[int, int]]:
+    """Shapes of (packed, scales) for an [n, k] weight: [n/16, k/128, 1536] and [n, k/32]."""
+    return (n // 16, k // 128, 1536), (n, k // 32)
+
+
 def _check_mx_cols(x: Tensor, name: str) -> None:
     torch._check(x.shape[-1] % MX_BLOCK == 0,
                  lambda: f"the last dimension of '{name}' must be a multiple of 32, got {x.shape[-1]}")
@@ -68,6 +73,27 @@ def _gemma_fused_add_rmsnorm_mxfp8_fake(x, residual, weight, eps=1e-6, weight_of
     return empty_mxfp8(x)
 
 
+@torch.library.register_fake("mxfuse::mxfp6_pack")
+def _mxfp6_pack_fake(w, scale_rule="floor"):
+    packed_shape, scales_shape = mxfp6_packed_shapes(w.shape[0], w.shape[1])
+    return w.new_empty(packed_shape, dtype=torch.uint8), w.new_empty(scales_shape, dtype=torch.uint8)
+
+
+@torch.library.register_fake("mxfuse::mxfp6_unpack")
+def _mxfp6_unpack_fake(packed, scales, out_dtype):
+    return packed.new_empty((packed.shape[0] * 16, packed.shape[1] * 128), dtype=out_dtype)
+
+
+@torch.library.register_fake("mxfuse::mxfp6_round_")
+def _mxfp6_round_fake(w, scale_rule="floor"):
+    return w
+
+
+@torch.library.register_fake("mxfuse::mxfp6_linear")
+def _mxfp6_linear_fake(x, packed, scales, bias=None):
+    return x.new_empty((*x.shape[:-1], packed.shape[0] * 16))
+
+
 # --- typed wrappers -----------------------------------------------------------------------------
 
 def gemma_rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6,
@@ -105,3 +131,25 @@ def gemma_fused_add_rmsnorm_mxfp8(x: Tensor, residual: Tensor, weight: Tensor, e
     """``mxfp8_quantize(gemma_fused_add_rmsnorm(x, residual, weight))`` in one pass, bit for bit;
     ``residual`` is updated in place exactly as by the unfused op."""
     return _ops.gemma_fused_add_rmsnorm_mxfp8(x, residual, weight, eps, weight_offset, scale_rule)
+
+
+def mxfp6_pack(w: Tensor, scale_rule: str = "floor") -> tuple[Tensor, Tensor]:
+    """MXFP6 E2M3 copy of an [N, K] weight (N % 16 == 0, K % 128 == 0, finite): packed codes
+    ``[N/16, K/128, 1536]`` (SPEC §4 layout) and E8M0 scales ``[N, K/32]``."""
+    return _ops.mxfp6_pack(w, scale_rule)
+
+
+def mxfp6_unpack(packed: Tensor, scales: Tensor, out_dtype: torch.dtype = torch.bfloat16) -> Tensor:
+    """The [N, K] weight values an MXFP6 packed copy holds (exact in bf16)."""
+    return _ops.mxfp6_unpack(packed, scales, out_dtype)
+
+
+def mxfp6_round_(w: Tensor, scale_rule: str = "floor") -> Tensor:
+    """Overwrite ``w`` with the values its MXFP6 copy holds, so dense GEMMs on ``w`` and the
+    W6A16 path multiply the same numbers. ``w`` is untouched if a check fails."""
+    return _ops.mxfp6_round_(w, scale_rule)
+
+
+def mxfp6_linear(x: Tensor, packed: Tensor, scales: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x [..., K] @ W6^T (+ bias)`` with fp32 accumulation, one rounding to x's dtype."""
+    return _ops.mxfp6_linear(x, packed, scales, bias)

@@ -1,0 +1,72 @@
+// Arch fast paths used by the kernels, each behind a guard. MXF_HAS_MMA_PIPE is defined only in
+// the device pass for NVIDIA sm_80+ (cp.async and mma.sync); every user keeps a portable twin.
+#pragma once
+
+#include "../core/platform.h"
+
+#if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS) && MXF_CUDA_ARCH >= 800
+#define MXF_HAS_MMA_PIPE 1
+#endif
+
+namespace mxf::kernels {
+
+#if defined(MXF_HAS_MMA_PIPE)
+MXF_DEV uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Asynchronous global -> shared copies (cp.async); completion is tracked per thread by groups.
+MXF_DEV void cp_async16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
+}
+MXF_DEV void cp_async4(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem));
+}
+MXF_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+MXF_DEV void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+MXF_DEV uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+// d = a * b on packed pairs (bf16x2 or f16x2), rounded to nearest even.
+template <bool kBF16>
+MXF_DEV uint32_t mul2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (kBF16) {
+    // fma with -0 is an exact product (and keeps the sign of zero products).
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  } else {
+    asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  }
+  return d;
+}
+
+// D = A(16x16, row) * B(16x8, col) + C, fp32 accumulators.
+template <bool kBF16>
+MXF_DEV void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                       const float (&c)[4]) {
+  if constexpr (kBF16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%11,%12,%13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]),
+          "f"(c[2]), "f"(c[3]));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%10,%11,%12,%13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]),
+          "f"(c[2]), "f"(c[3]));
+  }
+}
+#endif  // MXF_HAS_MMA_PIPE
+
+}  // namespace mxf::kernels

@@ -1,0 +1,103 @@
+// 16-byte chunk access shared by the kernels: 8 bf16/fp16 elements (or 8 fp32 in two vectors),
+// with a scalar twin for misaligned or ragged rows that reads missing elements as 0.
+#pragma once
+
+#include "../core/half_types.h"
+#include "../core/platform.h"
+
+namespace mxf::kernels {
+
+struct Chunk8 {
+  float v[8];
+};
+
+// The raw bits of elements [c*8, c*8+8) of a row: 16-bit dtypes use `lo`, fp32 `lo` and `hi`.
+// Loading raw bits first and converting later lets a thread put all its loads in flight at once.
+struct RawChunk {
+  uint4 lo, hi;
+};
+
+// `vec` promises 16-byte alignment and a full chunk; otherwise missing elements read as +0.
+MXF_DEV RawChunk load_raw(const void* row, int64_t c, int64_t n, Dtype d, bool vec) {
+  RawChunk r{};
+  if (vec) {
+    if (d == Dtype::kFP32) {
+      const uint4* p = reinterpret_cast<const uint4*>(static_cast<const float*>(row) + c * 8);
+      r.lo = p[0];
+      r.hi = p[1];
+    } else {
+      r.lo = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(row) + c * 8);
+    }
+    return r;
+  }
+  uint32_t w[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int64_t e = c * 8 + i;
+    if (e >= n) continue;
+    if (d == Dtype::kFP32) {
+      w[i] = static_cast<const uint32_t*>(row)[e];
+    } else {
+      w[i / 2] |= static_cast<uint32_t>(static_cast<const uint16_t*>(row)[e]) << (16 * (i % 2));
+    }
+  }
+  r.lo = make_uint4(w[0], w[1], w[2], w[3]);
+  r.hi = make_uint4(w[4], w[5], w[6], w[7]);
+  return r;
+}
+
+MXF_DEV Chunk8 unpack(const RawChunk& r, Dtype d) {
+  Chunk8 out;
+  const uint32_t lo[4] = {r.lo.x, r.lo.y, r.lo.z, r.lo.w};
+  if (d == Dtype::kFP32) {
+    const uint32_t hi[4] = {r.hi.x, r.hi.y, r.hi.z, r.hi.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out.v[i] = u2f(lo[i]);
+      out.v[4 + i] = u2f(hi[i]);
+    }
+    return out;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint16_t a = static_cast<uint16_t>(lo[i]), b = static_cast<uint16_t>(lo[i] >> 16);
+    out.v[2 * i] = d == Dtype::kBF16 ? bf16_to_f32(a) : fp16_to_f32(a);
+    out.v[2 * i + 1] = d == Dtype::kBF16 ? bf16_to_f32(b) : fp16_to_f32(b);
+  }
+  return out;
+}
+
+MXF_DEV Chunk8 load_chunk(const void* row, int64_t c, int64_t n, Dtype d, bool vec) {
+  return unpack(load_raw(row, c, n, d, vec), d);
+}
+
+// Store 8 values rounded to a 16-bit dtype (or fp32).
+MXF_DEV void store_chunk(void* row, int64_t c, int64_t n, Dtype d, bool vec, const Chunk8& x) {
+  if (vec) {
+    if (d == Dtype::kFP32) {
+      float4* p = reinterpret_cast<float4*>(static_cast<float*>(row) + c * 8);
+      p[0] = make_float4(x.v[0], x.v[1], x.v[2], x.v[3]);
+      p[1] = make_float4(x.v[4], x.v[5], x.v[6], x.v[7]);
+    } else {
+      uint32_t w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t lo = d == Dtype::kBF16 ? f32_to_bf16(x.v[2 * i]) : f32_to_fp16(x.v[2 * i]);
+        const uint32_t hi =
+            d == Dtype::kBF16 ? f32_to_bf16(x.v[2 * i + 1]) : f32_to_fp16(x.v[2 * i + 1]);
+        w[i] = lo | (hi << 16);
+      }
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(row) + c * 8) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int64_t e = c * 8 + i;
+      if (e < n) store_from_f32(row, e, d, x.v[i]);
+    }
+  }
+}
+
+MXF_HD bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace mxf::kernels

@@ -1,0 +1,230 @@
+// Torch boundary of the MXFP6 family: checks -> device guard -> current stream -> launch.
+#include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <torch/library.h>
+
+#include <cstdlib>
+#include <optional>
+#include <tuple>
+
+#include "../core/mxfp6_layout.h"
+#include "../cpu/cpu_ops.h"
+#include "checks.h"
+#include "debug.h"
+
+#ifdef MXF_WITH_GPU
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "../kernels/mxfp6.h"
+#endif
+
+namespace mxf::ops {
+namespace {
+
+// A weight to be packed or rounded: [N, K] bf16/fp16, N % 16 == 0, K % 128 == 0, all finite.
+void check_weight(const char* op, const at::Tensor& w) {
+  check_supported_device(op, "w", w);
+  check_dtype(op, "w", w, {at::kBFloat16, at::kHalf});
+  check_dim(op, "w", w, 2);
+  TORCH_CHECK(w.size(0) % kFp6TileRows == 0, op,
+              ": argument 'w' must have N (dim 0) divisible by 16 (MXFP6 tiles are 16 x 128), got "
+              "shape ",
+              w.sizes());
+  TORCH_CHECK(w.size(1) % kFp6TileCols == 0, op,
+              ": argument 'w' must have K (dim 1) divisible by 128 (MXFP6 tiles are 16 x 128), got "
+              "shape ",
+              w.sizes());
+  // E2M3 has no Inf or NaN (SPEC §2). Load-time op: the host sync of this check is acceptable.
+  TORCH_CHECK(w.numel() == 0 || at::isfinite(w).all().item<bool>(), op,
+              ": argument 'w' must be finite (MXFP6 E2M3 has no Inf or NaN); found a non-finite "
+              "value");
+}
+
+// Packed weights and their scales; returns (N, K).
+std::tuple<int64_t, int64_t> check_packed(const char* op, const at::Tensor& packed,
+                                          const at::Tensor& scales) {
+  check_supported_device(op, "packed", packed);
+  check_dtype(op, "packed", packed, {at::kByte});
+  check_dim(op, "packed", packed, 3);
+  TORCH_CHECK(packed.size(2) == kFp6TileBytes, op,
+              ": argument 'packed' must have shape [N/16, K/128, 1536], got ", packed.sizes());
+  const int64_t n = packed.size(0) * kFp6TileRows, k = packed.size(1) * kFp6TileCols;
+  TORCH_CHECK(packed.is_contiguous(), op, ": argument 'packed' must be contiguous");
+  check_same_device(op, "scales", scales, packed, "packed");
+  check_dtype(op, "scales", scales, {at::kByte});
+  TORCH_CHECK(scales.dim() == 2 && scales.size(0) == n && scales.size(1) == k / kMxBlock, op,
+              ": argument 'scales' must have shape [N, K/32] = [", n, ", ", k / kMxBlock,
+              "] (row-major E8M0) for packed of shape ", packed.sizes(), ", got ", scales.sizes());
+  TORCH_CHECK(scales.is_contiguous(), op, ": argument 'scales' must be contiguous (row-major)");
+  // The GPU linear copies 16-byte tile pieces and 4-byte scale words asynchronously.
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(packed.data_ptr()) % 16 == 0, op,
+              ": argument 'packed' must start on a 16-byte boundary, got a view at address offset ",
+              reinterpret_cast<uintptr_t>(packed.data_ptr()) % 16);
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(scales.data_ptr()) % 4 == 0, op,
+              ": argument 'scales' must start on a 4-byte boundary, got a view at address offset ",
+              reinterpret_cast<uintptr_t>(scales.data_ptr()) % 4);
+  return {n, k};
+}
+
+void run_pack(Fp6PackParams& p, [[maybe_unused]] const at::Tensor& w) {
+  if (p.n == 0 || p.k == 0) return;
+#ifdef MXF_WITH_GPU
+  if (w.is_cuda()) {
+    const c10::cuda::OptionalCUDAGuard guard(w.device());
+    C10_CUDA_CHECK(kernels::launch_mxfp6_pack(p, at::cuda::getCurrentCUDAStream()));
+    return;
+  }
+#endif
+  cpu::mxfp6_pack(p);
+}
+
+#ifdef MXF_WITH_GPU
+// Tests set MXFUSE_FORCE_PORTABLE=1 to run the portable twin of the GPU fast path.
+bool force_portable() {
+  const char* v = std::getenv("MXFUSE_FORCE_PORTABLE");
+  return v != nullptr && v[0] == '1';
+}
+#endif
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> mxfp6_pack(const at::Tensor& w, c10::string_view scale_rule) {
+  const char* op = "mxfuse.mxfp6_pack";
+  check_weight(op, w);
+  const ScaleRule rule = parse_scale_rule(op, scale_rule);
+  const int64_t n = w.size(0), k = w.size(1);
+  const at::Tensor w2 = rows_view(w, k);
+  at::Tensor packed = at::empty({n / kFp6TileRows, k / kFp6TileCols, kFp6TileBytes},
+                                w.options().dtype(at::kByte));
+  at::Tensor scales = at::empty({n, k / kMxBlock}, w.options().dtype(at::kByte));
+  maybe_poison(packed);
+  maybe_poison(scales);
+  Fp6PackParams p;
+  p.w = w2.data_ptr();
+  p.w_stride = w2.stride(0);
+  p.packed = packed.data_ptr<uint8_t>();
+  p.scales = scales.data_ptr<uint8_t>();
+  p.n = n;
+  p.k = k;
+  p.dtype = to_dtype(w.scalar_type());
+  p.rule = rule;
+  run_pack(p, w);
+  return {packed, scales};
+}
+
+at::Tensor& mxfp6_round_(at::Tensor& w, c10::string_view scale_rule) {
+  const char* op = "mxfuse.mxfp6_round_";
+  check_weight(op, w);
+  const ScaleRule rule = parse_scale_rule(op, scale_rule);
+  const int64_t k = w.size(1);
+  at::Tensor w2 = inplace_rows_view(op, "w", w, k);
+  at::assert_no_internal_overlap(w);
+  Fp6PackParams p;
+  p.w = w2.data_ptr();
+  p.w_stride = w2.stride(0);
+  p.rounded = w2.data_ptr();
+  p.n = w.size(0);
+  p.k = k;
+  p.dtype = to_dtype(w.scalar_type());
+  p.rule = rule;
+  run_pack(p, w);
+  return w;
+}
+
+at::Tensor mxfp6_unpack(const at::Tensor& packed, const at::Tensor& scales,
+                        at::ScalarType out_dtype) {
+  const char* op = "mxfuse.mxfp6_unpack";
+  const auto [n, k] = check_packed(op, packed, scales);
+  TORCH_CHECK(out_dtype == at::kBFloat16 || out_dtype == at::kHalf || out_dtype == at::kFloat, op,
+              ": argument 'out_dtype' must be BFloat16, Half or Float, got ", out_dtype);
+  at::Tensor out = at::empty({n, k}, packed.options().dtype(out_dtype));
+  maybe_poison(out);
+  Fp6UnpackParams p;
+  p.packed = packed.data_ptr<uint8_t>();
+  p.scales = scales.data_ptr<uint8_t>();
+  p.out = out.data_ptr();
+  p.n = n;
+  p.k = k;
+  p.out_dtype = to_dtype(out_dtype);
+  if (n == 0 || k == 0) return out;
+#ifdef MXF_WITH_GPU
+  if (packed.is_cuda()) {
+    const c10::cuda::OptionalCUDAGuard guard(packed.device());
+    C10_CUDA_CHECK(kernels::launch_mxfp6_unpack(p, at::cuda::getCurrentCUDAStream()));
+    return out;
+  }
+#endif
+  cpu::mxfp6_unpack(p);
+  return out;
+}
+
+at::Tensor mxfp6_linear(const at::Tensor& x, const at::Tensor& packed, const at::Tensor& scales,
+                        const std::optional<at::Tensor>& bias) {
+  const char* op = "mxfuse.mxfp6_linear";
+  check_supported_device(op, "x", x);
+  check_dtype(op, "x", x, {at::kBFloat16, at::kHalf});
+  check_min_dim(op, "x", x, 1);
+  check_same_device(op, "packed", packed, x, "x");
+  const auto [n, k] = check_packed(op, packed, scales);
+  TORCH_CHECK(x.size(-1) == k, op, ": the last dimension of 'x' must equal K = ", k,
+              " of the packed weight (shape ", packed.sizes(), "), got x of shape ", x.sizes());
+  if (bias.has_value()) {
+    check_same_device(op, "bias", *bias, x, "x");
+    check_dtype(op, "bias", *bias, {x.scalar_type(), at::kFloat});
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == n, op, ": argument 'bias' must have shape [",
+                n, "], got ", bias->sizes());
+  }
+  auto out_shape = x.sizes().vec();
+  out_shape.back() = n;
+  at::Tensor out = at::empty(out_shape, x.options());
+  maybe_poison(out);
+  // 16-byte loads of x need aligned rows: copy the (small) activation when it is not.
+  at::Tensor x2 = rows_view(x, k);
+  if (x2.size(0) > 0 && (reinterpret_cast<uintptr_t>(x2.data_ptr()) % 16 != 0 || x2.stride(0) % 8 != 0)) {
+    x2 = x2.clone(at::MemoryFormat::Contiguous);
+  }
+  const at::Tensor b = bias.has_value() ? bias->contiguous() : at::Tensor();
+  Fp6LinearParams p;
+  p.x = x2.data_ptr();
+  p.x_stride = x2.stride(0);
+  p.packed = packed.data_ptr<uint8_t>();
+  p.scales = scales.data_ptr<uint8_t>();
+  p.bias = b.defined() ? b.data_ptr() : nullptr;
+  p.bias_dtype = b.defined() ? to_dtype(b.scalar_type()) : Dtype::kFP32;
+  p.out = out.data_ptr();
+  p.m = x2.size(0);
+  p.n = n;
+  p.k = k;
+  p.act = to_dtype(x.scalar_type());
+  if (p.m == 0 || n == 0) return out;
+#ifdef MXF_WITH_GPU
+  if (x.is_cuda()) {
+    const c10::cuda::OptionalCUDAGuard guard(x.device());
+    p.num_sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    p.force_portable = force_portable();
+    C10_CUDA_CHECK(kernels::launch_mxfp6_linear(p, at::cuda::getCurrentCUDAStream()));
+    return out;
+  }
+#endif
+  cpu::mxfp6_linear(p);
+  return out;
+}
+
+TORCH_LIBRARY_IMPL(mxfuse, CPU, m) {
+  m.impl("mxfp6_pack", &mxfp6_pack);
+  m.impl("mxfp6_round_", &mxfp6_round_);
+  m.impl("mxfp6_unpack", &mxfp6_unpack);
+  m.impl("mxfp6_linear", &mxfp6_linear);
+}
+
+#ifdef MXF_WITH_GPU
+TORCH_LIBRARY_IMPL(mxfuse, CUDA, m) {
+  m.impl("mxfp6_pack", &mxfp6_pack);
+  m.impl("mxfp6_round_", &mxfp6_round_);
+  m.impl("mxfp6_unpack", &mxfp6_unpack);
+  m.impl("mxfp6_linear", &mxfp6_linear);
+}
+#endif
+
+}  // namespace mxf::ops
