@@ -31,14 +31,15 @@ def _sources(pattern: str) -> list[str]:
     return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
 
 
+# The C++ standard is left to torch (C++17 or C++20, whatever its headers need).
 # Exactness depends on these: no contraction into FMA, no fast math, no flush to zero (SPEC §1).
 # Torch's headers are marked as system headers so -Wall -Wextra report only mxfuse's own code.
 SYSTEM_INCLUDES = [f for p in include_paths() for f in ("-isystem", p)]
-CXX_FLAGS = ["-O3", "-std=c++17", "-Wall", "-Wextra", "-ffp-contract=off", "-fno-fast-math",
+CXX_FLAGS = ["-O3", "-Wall", "-Wextra", "-ffp-contract=off", "-fno-fast-math",
              *SYSTEM_INCLUDES]
-NVCC_FLAGS = ["-O3", "-std=c++17", "--fmad=false", "-Xcompiler=-ffp-contract=off",
+NVCC_FLAGS = ["-O3", "--fmad=false", "-Xcompiler=-ffp-contract=off",
               "-Xcompiler=-Wall", "-Xcompiler=-Wextra", *SYSTEM_INCLUDES]
-HIP_FLAGS = ["-O3", "-std=c++17", "-ffp-contract=off", "-fno-fast-math"]
+HIP_FLAGS = ["-O3", "-ffp-contract=off", "-fno-fast-math"]
 
 gpu = _want_gpu()
 sources = ["csrc/bindings.cpp"] + _sources("csrc/ops/*.cpp") + _sources("csrc/cpu/*.cpp")

@@ -1,8 +1,11 @@
 // Every mxfuse schema, one def per op. Only tensors an op writes are marked (a!).
-#include <Python.h>
 #include <torch/library.h>
 
+#ifndef MXF_NO_PYTHON_MODULE
+#include <Python.h>
+
 // `import mxfuse._C` loads this library, which runs the static registrations below and in ops/.
+// (The CMake library for C++ users defines MXF_NO_PYTHON_MODULE and needs no libpython.)
 extern "C" {
 PyObject* PyInit__C(void) {
   static struct PyModuleDef module_def = {
@@ -10,6 +13,7 @@ PyObject* PyInit__C(void) {
   return PyModule_Create(&module_def);
 }
 }
+#endif
 
 TORCH_LIBRARY(mxfuse, m) {
   // Gemma RMSNorm of each row: y = x * rstd * (w + weight_offset) (SPEC §3).

@@ -1,6 +1,6 @@
 // bf16 and fp16 as raw 16-bit patterns, with exact widening and round-to-nearest-even narrowing.
-// NaN narrows to the pattern PyTorch's scalar conversions produce (bf16 0x7FC0, fp16 sign|0x7E00),
-// so CPU and GPU results are bit-identical, NaNs included.
+// Any NaN narrows to the canonical NaN 0x7FFF (what the GPU's packed conversions produce), so CPU
+// and GPU results are bit-identical, NaNs included.
 #pragma once
 
 #include <cstdint>
@@ -22,11 +22,13 @@ struct fp16_t {
   uint16_t bits;
 };
 
+constexpr uint16_t kNaN16 = 0x7fffu;  // canonical bf16 and fp16 NaN
+
 MXF_HD float bf16_to_f32(uint16_t h) { return u2f(static_cast<uint32_t>(h) << 16); }
 
 MXF_HD uint16_t f32_to_bf16(float f) {
   const uint32_t u = f2u(f);
-  if ((u & kF32AbsMask) > kF32Inf) return 0x7fc0u;
+  if ((u & kF32AbsMask) > kF32Inf) return kNaN16;
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
@@ -47,7 +49,7 @@ MXF_HD uint16_t f32_to_fp16_portable(float f) {
   const uint32_t u = f2u(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t a = u & kF32AbsMask;
-  if (a > kF32Inf) return sign | 0x7e00u;
+  if (a > kF32Inf) return kNaN16;
   if (a >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds to Inf
   if (a >= 0x38800000u) {                       // >= 2^-14: normal fp16
     const uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
@@ -67,13 +69,38 @@ MXF_HD float fp16_to_f32(uint16_t h) {
 #endif
 }
 
-MXF_HD uint16_t f32_to_fp16(float f) {
-#if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS)
-  // cvt.rn.f16.f32 is RNE with subnormals and overflow to Inf; only NaN needs the fix-up.
-  if ((f2u(f) & kF32AbsMask) > kF32Inf) return static_cast<uint16_t>((f2u(f) >> 16) & 0x8000u) | 0x7e00u;
-  return __half_as_ushort(__float2half_rn(f));
+MXF_HD uint16_t f32_to_fp16(float f) { return f32_to_fp16_portable(f); }
+
+// Two values narrowed at once into one word (lo in bits 0-15). The sm_80+ fast path is one
+// cvt.rn.{bf16,f16}x2.f32: RNE with subnormals, overflow to Inf, NaN -> 0x7FFF, as the twin.
+MXF_HD uint32_t pack2_bf16(float lo, float hi) {
+#if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS) && MXF_CUDA_ARCH >= 800
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
 #else
-  return f32_to_fp16_portable(f);
+  return f32_to_bf16(lo) | (static_cast<uint32_t>(f32_to_bf16(hi)) << 16);
+#endif
+}
+
+MXF_HD uint32_t pack2_fp16(float lo, float hi) {
+#if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS) && MXF_CUDA_ARCH >= 800
+  uint32_t d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+#else
+  return f32_to_fp16_portable(lo) | (static_cast<uint32_t>(f32_to_fp16_portable(hi)) << 16);
+#endif
+}
+
+// Per-half unsigned max of two packed pairs.
+MXF_HD uint32_t max_u16x2(uint32_t a, uint32_t b) {
+#if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS)
+  return __vmaxu2(a, b);
+#else
+  const uint32_t lo = (a & 0xffffu) > (b & 0xffffu) ? (a & 0xffffu) : (b & 0xffffu);
+  const uint32_t hi = (a >> 16) > (b >> 16) ? (a >> 16) : (b >> 16);
+  return lo | (hi << 16);
 #endif
 }
 

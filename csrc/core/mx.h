@@ -68,6 +68,17 @@ MXF_HD uint8_t e4m3_encode(float f) {
 #endif
 }
 
+// Two codes at once (lo in bits 0-7). Fast path: one cvt.rn.satfinite.e4m3x2.f32.
+MXF_HD uint32_t e4m3_encode2(float lo, float hi) {
+#if defined(MXF_HAS_CVT_E4M3)
+  uint16_t d;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(d) : "f"(hi), "f"(lo));
+  return d;
+#else
+  return encode_portable<E4M3>(lo) | (encode_portable<E4M3>(hi) << 8);
+#endif
+}
+
 MXF_HD uint8_t e2m3_encode(float f) { return static_cast<uint8_t>(encode_portable<E2M3>(f)); }
 
 // Code -> exact fp32 value.
@@ -111,9 +122,10 @@ MXF_HD uint8_t e2m3_quantize(float v, uint8_t sb) {
   return e2m3_encode(mul_rn(v, pow2f(127 - static_cast<int>(sb))));
 }
 
-// Dequantized value; NaN when the scale or the code is NaN.
+// Dequantized value; NaN when the scale or the code is NaN (returned directly: GPUs and CPUs
+// propagate NaN payloads through arithmetic differently).
 MXF_HD float e4m3_dequantize(uint8_t code, uint8_t sb) {
-  if (sb == kE8M0NaN) return u2f(kF32QNaN);
+  if (sb == kE8M0NaN || (code & 0x7fu) == kE4M3NaN) return u2f(kF32QNaN);
   return mul_rn(e4m3_decode(code), pow2f(static_cast<int>(sb) - 127));
 }
 MXF_HD float e2m3_dequantize(uint8_t code, uint8_t sb) {

@@ -23,6 +23,7 @@ struct NormParams {
   Dtype act = Dtype::kBF16;
   Dtype wdtype = Dtype::kBF16;
   ScaleRule rule = ScaleRule::kCeil;
+  int64_t wide_max_m = 256;  // rows up to which the one-thread-per-chunk kernel runs (latency)
 };
 
 // Stand-alone MXFP8 quantization of rows of x.
@@ -75,6 +76,8 @@ struct Fp6LinearParams {
   Dtype bias_dtype = Dtype::kFP32;
   int num_sms = 132;                // of the device, to size the pipeline
   bool force_portable = false;      // tests: run the portable twin of the arch fast path
+  int warps_override = 0;           // benchmarks: warps per CTA (4, 8, 16); 0 = heuristic
+  int rt_override = 0;              // benchmarks: row tiles per CTA (1, 2); 0 = heuristic
 };
 
 }  // namespace mxf

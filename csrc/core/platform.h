@@ -4,15 +4,18 @@
 
 #include <cstdint>
 
+// MXF_HIP / MXF_CUDA: the vendor runtime is available (its error and stream types). Host-only
+// translation units of a GPU build (ops/*.cpp, built with MXF_WITH_GPU) see the runtime too.
 #if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__) || defined(USE_ROCM)
 #include <hip/hip_runtime.h>
 #define MXF_HIP 1
-#elif defined(__CUDACC__)
+#elif defined(__CUDACC__) || defined(MXF_WITH_GPU)
 #include <cuda_runtime.h>
 #define MXF_CUDA 1
 #endif
 
-#if defined(MXF_HIP) || defined(MXF_CUDA)
+// MXF_GPU: compiled by a GPU compiler (nvcc, hipcc), so device code and intrinsics exist.
+#if defined(__CUDACC__) || defined(__HIPCC__)
 #define MXF_GPU 1
 #define MXF_HD __host__ __device__ __forceinline__
 #define MXF_DEV __device__ __forceinline__
@@ -37,11 +40,21 @@ using error_t = hipError_t;
 using stream_t = hipStream_t;
 constexpr error_t kSuccess = hipSuccess;
 inline error_t last_error() { return hipGetLastError(); }
+template <typename K>
+error_t set_max_dynamic_smem(K kernel, int bytes) {
+  return hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                             hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
 #elif defined(MXF_CUDA)
 using error_t = cudaError_t;
 using stream_t = cudaStream_t;
 constexpr error_t kSuccess = cudaSuccess;
 inline error_t last_error() { return cudaGetLastError(); }
+// Kernels that take more than 48 KB of dynamic shared memory must say so first.
+template <typename K>
+error_t set_max_dynamic_smem(K kernel, int bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
 #endif
 
 #if defined(MXF_GPU)

@@ -26,8 +26,6 @@ namespace mxf::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kLinWarps = 4;
-constexpr int kLinThreads = kLinWarps * 32;
 constexpr int kTileScaleBytes = kFp6TileRows * kFp6GroupsPerTileRow;   // 64
 constexpr int kTileStageBytes = kFp6TileBytes + kTileScaleBytes;       // 1600
 
@@ -101,7 +99,7 @@ template <int kRT>
 MXF_DEV void linear_portable(const Fp6LinearParams& p, int64_t row0, int64_t m0) {
   const int64_t groups = p.k / kMxBlock;
   constexpr int kRows = 16 * kRT;
-  for (int e = threadIdx.x; e < kRows * 16; e += kLinThreads) {
+  for (int e = threadIdx.x; e < kRows * 16; e += blockDim.x) {
     const int64_t n = row0 + e % kRows, m = m0 + e / kRows;
     if (m >= p.m) continue;
     const char* xr = static_cast<const char*>(p.x) + m * p.x_stride * 2;
@@ -172,17 +170,19 @@ struct XStream {
 // into the decode multiply and a single mma chain; otherwise every group's product starts from
 // zero and is scaled in fp32. x for the tile's first group is in xq on entry; on exit xq holds
 // the next tile's first group (when `more`).
-template <bool kBF16, bool kFold, int kNB, int kRT>
+template <bool kBF16, bool kFold, int kNB, int kRT, int kW>
 MXF_DEV void mma_tile(const uint8_t* st, const XStream<kNB>& xs, int64_t tk, bool more,
                       uint4 (&xq)[kNB], const uint32_t (&sel)[4], int g, int win,
                       float (&acc)[kRT][kNB][4]) {
   constexpr uint32_t kPowUnscaled = kBF16 ? 0x7e807e80u : 0x74007400u;  // 2^126 / 2^14
+  // Scale bytes of the lane's two rows for the tile's 4 groups. Folded: each byte + 126 (no
+  // carries: every byte is <= 128 on this path) is the bf16 exponent field of 2^(sb-1).
   uint32_t s_lo[kRT], s_hi[kRT];
 #pragma unroll
   for (int r = 0; r < kRT; ++r) {
     const uint8_t* sc = st + r * kTileStageBytes + kFp6TileBytes;
-    s_lo[r] = *reinterpret_cast<const uint32_t*>(sc + g * 4);
-    s_hi[r] = *reinterpret_cast<const uint32_t*>(sc + (g + 8) * 4);
+    s_lo[r] = *reinterpret_cast<const uint32_t*>(sc + g * 4) + (kFold ? 0x7e7e7e7eu : 0u);
+    s_hi[r] = *reinterpret_cast<const uint32_t*>(sc + (g + 8) * 4) + (kFold ? 0x7e7e7e7eu : 0u);
   }
 #pragma unroll
   for (int j = 0; j < kFp6GroupsPerTileRow; ++j) {
@@ -192,7 +192,7 @@ MXF_DEV void mma_tile(const uint8_t* st, const XStream<kNB>& xs, int64_t tk, boo
     if (j + 1 < kFp6GroupsPerTileRow) {
       xs.load(tk, j + 1, xq);
     } else if (more) {
-      xs.load(tk + kLinWarps, 0, xq);
+      xs.load(tk + kW, 0, xq);
     }
     uint32_t b[kNB][4];  // x pairs (x0,x4) (x1,x5) (x2,x6) (x3,x7), matching the code pairs
 #pragma unroll
@@ -207,10 +207,10 @@ MXF_DEV void mma_tile(const uint8_t* st, const XStream<kNB>& xs, int64_t tk, boo
       const uint8_t* lo = st + r * kTileStageBytes +
                           kFp6GroupBytes * (kFp6GroupsPerTileRow * g + j) + win;
       const uint8_t* hi = lo + kFp6GroupBytes * kFp6GroupsPerTileRow * 8;
-      const uint32_t sb_lo = (s_lo[r] >> (8 * j)) & 0xffu, sb_hi = (s_hi[r] >> (8 * j)) & 0xffu;
-      // Folded: 2^(sb-1) in both bf16 halves (exponent field sb + 126).
-      const uint32_t pow_lo = kFold ? (sb_lo + 126u) * 0x00800080u : kPowUnscaled;
-      const uint32_t pow_hi = kFold ? (sb_hi + 126u) * 0x00800080u : kPowUnscaled;
+      // Folded: byte j of s (sb + 126) into both halves' exponent field: 2^(sb-1) as bf16x2.
+      const uint32_t kSpread = 0x4040u + 0x0101u * j;  // bytes j, 0, j, 0 (byte 4 = zero)
+      const uint32_t pow_lo = kFold ? prmt(s_lo[r], 0u, kSpread) << 7 : kPowUnscaled;
+      const uint32_t pow_hi = kFold ? prmt(s_hi[r], 0u, kSpread) << 7 : kPowUnscaled;
       uint32_t a_lo[4], a_hi[4];
       decode8<kBF16>(*reinterpret_cast<const uint32_t*>(lo),
                      *reinterpret_cast<const uint32_t*>(lo + 4), sel, pow_lo, 0x80008000u, a_lo);
@@ -228,8 +228,8 @@ MXF_DEV void mma_tile(const uint8_t* st, const XStream<kNB>& xs, int64_t tk, boo
           float part[4];
           mma_16816<kBF16>(part, a0, b[nb][0], b[nb][1], zero);
           mma_16816<kBF16>(part, a1, b[nb][2], b[nb][3], part);
-          const float f_lo = e8m0_to_f32(static_cast<uint8_t>(sb_lo));
-          const float f_hi = e8m0_to_f32(static_cast<uint8_t>(sb_hi));
+          const float f_lo = e8m0_to_f32(static_cast<uint8_t>(s_lo[r] >> (8 * j)));
+          const float f_hi = e8m0_to_f32(static_cast<uint8_t>(s_hi[r] >> (8 * j)));
           acc[r][nb][0] = fmaf(part[0], f_lo, acc[r][nb][0]);
           acc[r][nb][1] = fmaf(part[1], f_lo, acc[r][nb][1]);
           acc[r][nb][2] = fmaf(part[2], f_hi, acc[r][nb][2]);
@@ -240,35 +240,36 @@ MXF_DEV void mma_tile(const uint8_t* st, const XStream<kNB>& xs, int64_t tk, boo
   }
 }
 
-template <Dtype kAct, int kNB, int kStages, int kRT>
+template <Dtype kAct, int kNB, int kStages, int kRT, int kW>
 MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, int64_t m0) {
   constexpr bool kBF16 = kAct == Dtype::kBF16;
   constexpr int kStageBytes = kRT * kTileStageBytes;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
   const int64_t ktiles = p.k / kFp6TileCols, sgroups = p.k / kMxBlock, tn0 = row0 / kFp6TileRows;
-  const int count = static_cast<int>((ktiles - warp + kLinWarps - 1) / kLinWarps);
+  const int count = static_cast<int>((ktiles - warp + kW - 1) / kW);
   uint8_t* ring = smem + warp * kStages * kStageBytes;
 
   // Warp w streams k-tiles w, w + 4, ...: three 16-byte copies per lane per tile plus the
   // tile's 16 rows x 4 scale bytes.
-  const uint8_t* src0 = p.packed + (tn0 * ktiles + warp) * kFp6TileBytes + lane * 16;
-  const uint8_t* ssrc0 = p.scales + (row0 + (lane & 15)) * sgroups + warp * 4;
+  // Issues happen in tile order, so the sources advance by a fixed stride.
+  const uint8_t* src = p.packed + (tn0 * ktiles + warp) * kFp6TileBytes + lane * 16;
+  const uint8_t* ssrc = p.scales + (row0 + (lane & 15)) * sgroups + warp * 4;
+  const int64_t rt_stride = ktiles * kFp6TileBytes, srt_stride = kFp6TileRows * sgroups;
   const auto issue = [&](int i) {
-    uint8_t* dst = ring + (i % kStages) * kStageBytes;
-    const int64_t step = static_cast<int64_t>(i) * kLinWarps;
+    uint8_t* dst = ring + (i % kStages) * kStageBytes + lane * 16;
 #pragma unroll
     for (int r = 0; r < kRT; ++r) {
-      const uint8_t* src = src0 + (r * ktiles + step) * kFp6TileBytes;
 #pragma unroll
       for (int q = 0; q < 3; ++q) {
-        cp_async16(dst + r * kTileStageBytes + q * 512 + lane * 16, src + q * 512);
+        cp_async16(dst + r * kTileStageBytes + q * 512, src + r * rt_stride + q * 512);
       }
       if (lane < kFp6TileRows) {
-        cp_async4(dst + r * kTileStageBytes + kFp6TileBytes + lane * 4,
-                  ssrc0 + r * kFp6TileRows * sgroups + step * 4);
+        cp_async4(dst - lane * 12 + r * kTileStageBytes + kFp6TileBytes, ssrc + r * srt_stride);
       }
     }
+    src += kW * kFp6TileBytes;
+    ssrc += kW * 4;
   };
 
   XStream<kNB> xs;
@@ -307,7 +308,7 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
     if (i + kStages - 1 < count) issue(i + kStages - 1);
     cp_async_commit();
     const uint8_t* st = ring + (i % kStages) * kStageBytes;
-    const int64_t tk = warp + static_cast<int64_t>(kLinWarps) * i;
+    const int64_t tk = warp + static_cast<int64_t>(kW) * i;
     const bool more = i + 1 < count;
     bool foldable = kBF16;
 #pragma unroll
@@ -317,9 +318,9 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
                  scales_foldable(*reinterpret_cast<const uint32_t*>(sc + (g + 8) * 4));
     }
     if (__all_sync(0xffffffffu, foldable)) {
-      mma_tile<kBF16, true, kNB, kRT>(st, xs, tk, more, xq, sel, g, win, acc);
+      mma_tile<kBF16, true, kNB, kRT, kW>(st, xs, tk, more, xq, sel, g, win, acc);
     } else {
-      mma_tile<kBF16, false, kNB, kRT>(st, xs, tk, more, xq, sel, g, win, acc);
+      mma_tile<kBF16, false, kNB, kRT, kW>(st, xs, tk, more, xq, sel, g, win, acc);
     }
   }
   cp_async_wait<0>();
@@ -337,7 +338,7 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
         red[(warp * kPer + (r * kNB + nb) * 4 + i) * 32 + lane] = acc[r][nb][i];
       }
   __syncthreads();
-  for (int e = threadIdx.x; e < kPer * 32; e += kLinThreads) {
+  for (int e = threadIdx.x; e < kPer * 32; e += (kW * 32)) {
     const int idx = e / 32, ln = e % 32;
     const int r = idx / (kNB * 4), nb = (idx / 4) % kNB, i = idx % 4;
     const int64_t n = row0 + r * kFp6TileRows + (ln >> 2) + (i >= 2 ? 8 : 0);
@@ -345,43 +346,66 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
     if (m >= p.m) continue;
     float v = red[idx * 32 + ln];
 #pragma unroll
-    for (int w = 1; w < kLinWarps; ++w) v = add_rn(v, red[(w * kPer + idx) * 32 + ln]);
+    for (int w = 1; w < kW; ++w) v = add_rn(v, red[(w * kPer + idx) * 32 + ln]);
     store_from_f32(p.out, m * p.n + n, kAct, add_rn(v, bias_at(p, n)));
   }
 }
 #endif  // MXF_HAS_MMA_PIPE
 
-template <Dtype kAct, int kNB, int kStages, int kRT>
-__global__ void __launch_bounds__(kLinThreads, 6) fp6_linear_kernel(const Fp6LinearParams p) {
+template <Dtype kAct, int kNB, int kStages, int kRT, int kW>
+__global__ void __launch_bounds__(kW * 32, (kNB == 2 ? 16 : 24) / kW) fp6_linear_kernel(const Fp6LinearParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int64_t mblocks = (p.m + 15) / 16;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x / mblocks) * kFp6TileRows * kRT;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x % mblocks) * 16;
 #if defined(MXF_HAS_MMA_PIPE)
   if (!p.force_portable) {
-    linear_mma<kAct, kNB, kStages, kRT>(p, smem, row0, m0);
+    linear_mma<kAct, kNB, kStages, kRT, kW>(p, smem, row0, m0);
     return;
   }
 #endif
   linear_portable<kRT>(p, row0, m0);
 }
 
+template <Dtype kAct, int kNB, int kStages, int kRT, int kW>
+error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
+  const int64_t ctas = p.n / (kFp6TileRows * kRT) * ((p.m + 15) / 16);
+  const int smem = kW * kStages * kRT * kTileStageBytes;
+  const auto kernel = fp6_linear_kernel<kAct, kNB, kStages, kRT, kW>;
+  const error_t e = set_max_dynamic_smem(kernel, smem);
+  if (e != kSuccess) return e;
+  kernel<<<static_cast<unsigned>(ctas), kW * 32, smem, stream>>>(p);
+  return last_error();
+}
+
+// kRT row tiles per CTA share the x stream; warps per CTA split K. Aim for about 32 warps per
+// SM (for one block of 16 rows of x) without giving a warp fewer than ~3 k-tiles to stream.
 template <Dtype kAct, int kNB>
 error_t launch_linear_typed(const Fp6LinearParams& p, stream_t stream) {
-  const int64_t row_tiles = p.n / kFp6TileRows, mblocks = (p.m + 15) / 16;
-  // Few CTAs: a deeper ring keeps enough bytes in flight; many: shallower, more CTAs per SM.
-  const bool deep = row_tiles * mblocks < 3LL * p.num_sms;
-#define MXF_LIN(STAGES, RT)                                                                      \
-  fp6_linear_kernel<kAct, kNB, STAGES, RT>                                                       \
-      <<<static_cast<unsigned>(row_tiles / RT * mblocks), kLinThreads,                          \
-         kLinWarps * STAGES * RT * kTileStageBytes, stream>>>(p)
-  if (deep) {
-    MXF_LIN(7, 1);
-  } else {
-    MXF_LIN(4, 1);
+  // The launch shape depends on the weight only, never on M: every row of x runs the same
+  // instruction sequence for any batch size (batch invariance).
+  const int64_t row_tiles = p.n / kFp6TileRows, ktiles = p.k / kFp6TileCols;
+  int rt = p.rt_override;
+  if (rt <= 0) rt = (row_tiles % 2 == 0 && row_tiles / 2 * 8 >= 24LL * p.num_sms) ? 2 : 1;
+  if (row_tiles % rt != 0) rt = 1;
+  const int64_t ctas = row_tiles / rt;
+  int warps = p.warps_override;
+  if (warps <= 0) {
+    warps = 4;
+    while (warps < 16 && ctas * warps * 2 <= 32LL * p.num_sms && ktiles >= 3 * warps * 2) warps *= 2;
   }
-#undef MXF_LIN
-  return last_error();
+  if (rt == 2) {
+    return warps >= 8 ? launch_linear_cfg<kAct, kNB, 4, 2, 8>(p, stream)
+                      : launch_linear_cfg<kAct, kNB, 4, 2, 4>(p, stream);
+  }
+  switch (warps) {
+    case 16:
+      return launch_linear_cfg<kAct, kNB, 4, 1, 16>(p, stream);
+    case 8:
+      return launch_linear_cfg<kAct, kNB, 4, 1, 8>(p, stream);
+    default:
+      return launch_linear_cfg<kAct, kNB, 4, 1, 4>(p, stream);
+  }
 }
 
 }  // namespace

@@ -47,27 +47,36 @@ MXF_DEV float row_total(float partial, float* red, float* totals) {
   return totals[ty];
 }
 
-// Quantize one chunk of y (its 4-thread block shares the amax) and store codes and scale.
-MXF_DEV void quantize_chunk_store(const Chunk8& y, bool valid, uint8_t* codes_row,
-                                  uint8_t* scales_row, int64_t c, ScaleRule rule) {
-  uint32_t amax = 0;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) amax = max_u32(amax, abs_bits(y.v[i]));
+// The 4 threads of a 32-element block (consecutive chunks) share their largest |y| (fp32 bits).
+MXF_DEV uint32_t block_amax(uint32_t amax) {
   amax = max_u32(amax, shfl_xor32(amax, 1));
-  amax = max_u32(amax, shfl_xor32(amax, 2));
-  if (!valid) return;
-  const uint8_t sb = scale_from_amax_bits<E4M3>(amax, rule);
-  uint32_t lo = 0, hi = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    lo |= static_cast<uint32_t>(e4m3_quantize(y.v[i], sb)) << (8 * i);
-    hi |= static_cast<uint32_t>(e4m3_quantize(y.v[4 + i], sb)) << (8 * i);
+  return max_u32(amax, shfl_xor32(amax, 2));
+}
+
+// Codes of one chunk of exact values y in a block with scale byte sb; the block's first chunk
+// also stores the scale.
+MXF_DEV void encode_store(const Chunk8& y, uint8_t sb, uint8_t* codes_row, uint8_t* scales_row,
+                          int64_t c) {
+  uint32_t lo = kE4M3NaN * 0x01010101u, hi = lo;  // a block with NaN or Inf: all codes NaN
+  if (sb != kE8M0NaN) {
+    const float inv = pow2f(127 - static_cast<int>(sb));
+    lo = e4m3_encode2(mul_rn(y.v[0], inv), mul_rn(y.v[1], inv)) |
+         (e4m3_encode2(mul_rn(y.v[2], inv), mul_rn(y.v[3], inv)) << 16);
+    hi = e4m3_encode2(mul_rn(y.v[4], inv), mul_rn(y.v[5], inv)) |
+         (e4m3_encode2(mul_rn(y.v[6], inv), mul_rn(y.v[7], inv)) << 16);
   }
   *reinterpret_cast<uint2*>(codes_row + c * 8) = make_uint2(lo, hi);
   if ((c & 3) == 0) scales_row[c / 4] = sb;
 }
 
+MXF_DEV void quantize_chunk_store(const Chunk8& y, uint32_t amax, bool valid, uint8_t* codes_row,
+                                  uint8_t* scales_row, int64_t c, ScaleRule rule) {
+  amax = block_amax(amax);
+  if (valid) encode_store(y, scale_from_amax_bits<E4M3>(amax, rule), codes_row, scales_row, c);
+}
+
 // kC > 0: each thread keeps its kC chunks of s in registers. kC == 0: any N; s is re-read.
+// Values travel as packed 16-bit pairs; every rounding to the dtype is one packed conversion.
 template <Dtype kAct, int kT, int kC, bool kMx>
 __global__ void __launch_bounds__(kThreads) gemma_norm_kernel(const NormParams p, bool vec) {
   constexpr int kRows = kThreads / kT;
@@ -80,15 +89,14 @@ __global__ void __launch_bounds__(kThreads) gemma_norm_kernel(const NormParams p
   // Chunk slots per thread: a constant on the register path, the same for every thread otherwise.
   const int nslots = kC > 0 ? kC : static_cast<int>((chunks + kT - 1) / kT);
   const bool add = p.residual != nullptr;
-  const size_t esz = kAct == Dtype::kFP32 ? 4 : 2;
-  const void* x_row = static_cast<const char*>(p.x) + (active ? row * p.x_stride * esz : 0);
-  void* r_row = add ? static_cast<char*>(p.residual) + (active ? row * p.r_stride * esz : 0) : nullptr;
+  const void* x_row = static_cast<const uint16_t*>(p.x) + (active ? row * p.x_stride : 0);
+  void* r_row = add ? static_cast<uint16_t*>(p.residual) + (active ? row * p.r_stride : 0) : nullptr;
 
   // Register path: every load of the thread (x, residual, weight for all its chunks) is issued
   // before the first use, so one memory round trip covers the row.
   constexpr int kKeep = kC > 0 ? kC : 1;
   RawChunk xr[kKeep], rr[kKeep], wr[kKeep];
-  Chunk8 s[kKeep];
+  uint4 s[kKeep];
   if constexpr (kC > 0) {
 #pragma unroll
     for (int j = 0; j < kC; ++j) {
@@ -102,53 +110,159 @@ __global__ void __launch_bounds__(kThreads) gemma_norm_kernel(const NormParams p
   }
 
   float partial = 0.0f;
-#pragma unroll
-  for (int j = 0; j < nslots; ++j) {
+  for (int j = 0; j < nslots; ++j) {  // a constant trip count on the register path: unrolled
     const int64_t c = tx + static_cast<int64_t>(kT) * j;
     if (!active || c >= chunks) continue;
     const int jj = kC > 0 ? j : 0;
-    Chunk8 v = unpack(kC > 0 ? xr[jj] : load_raw(x_row, c, n, kAct, vec), kAct);
+    uint4 sp = kC > 0 ? xr[jj].lo : load_raw(x_row, c, n, kAct, vec).lo;
     if (add) {
-      const Chunk8 r = unpack(kC > 0 ? rr[jj] : load_raw(r_row, c, n, kAct, vec), kAct);
+      Chunk8 v = widen8(sp, kAct);
+      const Chunk8 r = widen8(kC > 0 ? rr[jj].lo : load_raw(r_row, c, n, kAct, vec).lo, kAct);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v.v[i] = round_to_dtype(add_rn(v.v[i], r.v[i]), kAct);
-      store_chunk(r_row, c, n, kAct, vec, v);
+      for (int i = 0; i < 8; ++i) v.v[i] = add_rn(v.v[i], r.v[i]);
+      sp = narrow8(v, kAct);
+      store_packed(r_row, c, n, vec, sp);
     }
+    const Chunk8 v = widen8(sp, kAct);
 #pragma unroll
     for (int i = 0; i < 8; ++i) partial = sumsq_step(partial, v.v[i]);
-    s[jj] = v;
+    s[jj] = sp;
   }
   const float rstd = rstd_from_sumsq(row_total<kT>(partial, red, totals), n, p.eps);
 
   uint8_t* codes_row = kMx && active ? p.codes + row * n : nullptr;
   uint8_t* scales_row = kMx && active ? p.scales + row * (n / kMxBlock) : nullptr;
-  void* y_row = !kMx && active ? static_cast<char*>(p.y) + row * n * esz : nullptr;
+  void* y_row = !kMx && active ? static_cast<uint16_t*>(p.y) + row * n : nullptr;
+  // Slots go through each stage together (register path: all of them at once), so the block
+  // amax shuffles and conversions of different chunks overlap instead of queueing.
+  for (int j0 = 0; j0 < nslots; j0 += kKeep) {
+    uint4 yp[kKeep];
+    bool valid[kKeep];
 #pragma unroll
-  for (int j = 0; j < nslots; ++j) {
-    const int64_t c = tx + static_cast<int64_t>(kT) * j;
-    const bool valid = active && c < chunks;
-    const int jj = kC > 0 ? j : 0;
-    Chunk8 y{};
-    if (valid) {
-      // Generic path: s is re-read from what this thread wrote to the residual (or from x).
-      const Chunk8 sv = kC > 0 ? s[jj] : load_chunk(add ? r_row : x_row, c, n, kAct, vec);
-      const Chunk8 w = unpack(kC > 0 ? wr[jj] : load_raw(p.weight, c, n, p.wdtype, vec), p.wdtype);
+    for (int jj = 0; jj < kKeep; ++jj) {
+      const int j = j0 + jj;
+      const int64_t c = tx + static_cast<int64_t>(kT) * j;
+      valid[jj] = active && j < nslots && c < chunks;
+      yp[jj] = make_uint4(0, 0, 0, 0);
+      if (valid[jj]) {
+        // Generic path: s is re-read from what this thread wrote to the residual (or from x).
+        const Chunk8 sv = widen8(kC > 0 ? s[jj] : load_raw(add ? r_row : x_row, c, n, kAct, vec).lo, kAct);
+        const Chunk8 w = unpack(kC > 0 ? wr[jj] : load_raw(p.weight, c, n, p.wdtype, vec), p.wdtype);
+        Chunk8 y;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        y.v[i] = round_to_dtype(norm_value(sv.v[i], rstd, add_rn(w.v[i], p.weight_offset)), kAct);
+        for (int i = 0; i < 8; ++i) y.v[i] = norm_value(sv.v[i], rstd, add_rn(w.v[i], p.weight_offset));
+        yp[jj] = narrow8(y, kAct);
       }
     }
     if constexpr (kMx) {
-      quantize_chunk_store(y, valid, codes_row, scales_row, c, p.rule);
+      uint32_t amax[kKeep];
+#pragma unroll
+      for (int jj = 0; jj < kKeep; ++jj) amax[jj] = block_amax(amax_bits16(yp[jj], kAct));
+#pragma unroll
+      for (int jj = 0; jj < kKeep; ++jj) {
+        if (valid[jj]) {
+          encode_store(widen8(yp[jj], kAct), scale_from_amax_bits<E4M3>(amax[jj], p.rule), codes_row,
+                       scales_row, tx + static_cast<int64_t>(kT) * (j0 + jj));
+        }
+      }
     } else {
-      if (valid) store_chunk(y_row, c, n, kAct, vec, y);
+#pragma unroll
+      for (int jj = 0; jj < kKeep; ++jj) {
+        if (valid[jj]) store_packed(y_row, tx + static_cast<int64_t>(kT) * (j0 + jj), n, vec, yp[jj]);
+      }
     }
+  }
+}
+
+// Latency variant for few rows: one row per CTA and one chunk per thread (256 lanes x kS slots),
+// so no thread works through several chunks in turn. Lane l's canonical partial still adds its
+// chunks l, l+256, ... in order: slot j > 0 hands its rounded squares to lane l through shared
+// memory, and lane l does the additions.
+template <Dtype kAct, int kS, bool kMx>
+__global__ void __launch_bounds__(kThreads * kS) gemma_norm_wide_kernel(const NormParams p, bool vec) {
+  __shared__ float sq[(kS - 1) * 8 * kThreads];  // [slot-1][element][lane]
+  __shared__ float red[kThreads];
+  __shared__ float totals[1];
+  const int t = threadIdx.x, lane = t % kThreads, slot = t / kThreads;
+  const int64_t row = blockIdx.x, n = p.n, chunks = (n + 7) / 8, c = t;
+  const bool valid = c < chunks;
+  const bool add = p.residual != nullptr;
+  const void* x_row = static_cast<const uint16_t*>(p.x) + row * p.x_stride;
+  void* r_row = add ? static_cast<uint16_t*>(p.residual) + row * p.r_stride : nullptr;
+  RawChunk xr{}, rr{}, wr{};
+  if (valid) {
+    xr = load_raw(x_row, c, n, kAct, vec);
+    if (add) rr = load_raw(r_row, c, n, kAct, vec);
+    wr = load_raw(p.weight, c, n, p.wdtype, vec);
+  }
+  uint4 sp = xr.lo;
+  if (add && valid) {
+    Chunk8 v = widen8(sp, kAct);
+    const Chunk8 r = widen8(rr.lo, kAct);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v.v[i] = add_rn(v.v[i], r.v[i]);
+    sp = narrow8(v, kAct);
+    store_packed(r_row, c, n, vec, sp);
+  }
+  const Chunk8 sv = widen8(sp, kAct);  // +0 where the chunk is missing
+  float sqr[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) sqr[i] = mul_rn(sv.v[i], sv.v[i]);
+  if (slot > 0) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sq[((slot - 1) * 8 + i) * kThreads + lane] = sqr[i];
+  }
+  __syncthreads();
+  if (slot == 0) {
+    float partial = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) partial = add_rn(partial, sqr[i]);
+#pragma unroll
+    for (int j = 1; j < kS; ++j) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) partial = add_rn(partial, sq[((j - 1) * 8 + i) * kThreads + lane]);
+    }
+    red[lane] = partial;
+  }
+  __syncthreads();
+  if (t < 32) {
+    float v = tree_top<kThreads>(red, t);
+#pragma unroll
+    for (int d = 16; d >= 1; d >>= 1) v = add_rn(v, shfl_down32(v, d));
+    if (t == 0) totals[0] = v;
+  }
+  __syncthreads();
+  const float rstd = rstd_from_sumsq(totals[0], n, p.eps);
+  uint4 yp = make_uint4(0, 0, 0, 0);
+  if (valid) {
+    const Chunk8 w = unpack(wr, p.wdtype);
+    Chunk8 y;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y.v[i] = norm_value(sv.v[i], rstd, add_rn(w.v[i], p.weight_offset));
+    yp = narrow8(y, kAct);
+  }
+  if constexpr (kMx) {
+    quantize_chunk_store(widen8(yp, kAct), amax_bits16(yp, kAct), valid, p.codes + row * n,
+                         p.scales + row * (n / kMxBlock), c, p.rule);
+  } else {
+    if (valid) store_packed(static_cast<uint16_t*>(p.y) + row * n, c, n, vec, yp);
   }
 }
 
 template <Dtype kAct, bool kMx>
 error_t launch_norm_typed(const NormParams& p, bool vec, stream_t stream) {
   const int64_t chunks = (p.n + 7) / 8;
+  if (p.m <= p.wide_max_m && chunks > 256 && chunks <= 1024) {
+    const unsigned grid = static_cast<unsigned>(p.m);
+    if (chunks <= 512) {
+      gemma_norm_wide_kernel<kAct, 2, kMx><<<grid, 2 * kThreads, 0, stream>>>(p, vec);
+    } else if (chunks <= 768) {
+      gemma_norm_wide_kernel<kAct, 3, kMx><<<grid, 3 * kThreads, 0, stream>>>(p, vec);
+    } else {
+      gemma_norm_wide_kernel<kAct, 4, kMx><<<grid, 4 * kThreads, 0, stream>>>(p, vec);
+    }
+    return last_error();
+  }
   const auto grid = [&](int kt) { return static_cast<unsigned>((p.m + kThreads / kt - 1) / (kThreads / kt)); };
 #define MXF_LAUNCH(KT, KC) \
   gemma_norm_kernel<kAct, KT, KC, kMx><<<grid(KT), kThreads, 0, stream>>>(p, vec)
@@ -172,9 +286,11 @@ __global__ void __launch_bounds__(kThreads) mxfp8_quantize_kernel(const QuantPar
   const bool valid = g < p.m * cpr;
   const int64_t row = valid ? g / cpr : 0, c = valid ? g % cpr : 0;
   const size_t esz = p.act == Dtype::kFP32 ? 4 : 2;
-  Chunk8 v{};
-  if (valid) v = load_chunk(static_cast<const char*>(p.x) + row * p.x_stride * esz, c, p.n, p.act, vec);
-  quantize_chunk_store(v, valid, p.codes + row * p.n, p.scales + row * (p.n / kMxBlock), c, p.rule);
+  RawChunk raw{};
+  if (valid) raw = load_raw(static_cast<const char*>(p.x) + row * p.x_stride * esz, c, p.n, p.act, vec);
+  const Chunk8 v = unpack(raw, p.act);
+  const uint32_t amax = p.act == Dtype::kFP32 ? amax_bits32(v) : amax_bits16(raw.lo, p.act);
+  quantize_chunk_store(v, amax, valid, p.codes + row * p.n, p.scales + row * (p.n / kMxBlock), c, p.rule);
 }
 
 __global__ void __launch_bounds__(kThreads) mxfp8_dequantize_kernel(const DequantParams p,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../core/half_types.h"
+#include "../core/mx.h"
 #include "../core/platform.h"
 
 namespace mxf::kernels {
@@ -71,31 +72,64 @@ MXF_DEV Chunk8 load_chunk(const void* row, int64_t c, int64_t n, Dtype d, bool v
   return unpack(load_raw(row, c, n, d, vec), d);
 }
 
-// Store 8 values rounded to a 16-bit dtype (or fp32).
-MXF_DEV void store_chunk(void* row, int64_t c, int64_t n, Dtype d, bool vec, const Chunk8& x) {
+MXF_DEV uint32_t pack2(float lo, float hi, Dtype d) {
+  return d == Dtype::kBF16 ? pack2_bf16(lo, hi) : pack2_fp16(lo, hi);
+}
+
+// 8 values rounded to a 16-bit dtype, packed in pairs.
+MXF_DEV uint4 narrow8(const Chunk8& x, Dtype d) {
+  return make_uint4(pack2(x.v[0], x.v[1], d), pack2(x.v[2], x.v[3], d), pack2(x.v[4], x.v[5], d),
+                    pack2(x.v[6], x.v[7], d));
+}
+
+MXF_DEV Chunk8 widen8(uint4 q, Dtype d) { return unpack(RawChunk{q, make_uint4(0, 0, 0, 0)}, d); }
+
+// Store a packed chunk of a 16-bit dtype (`vec`: one 16-byte store; else elements below n).
+MXF_DEV void store_packed(void* row, int64_t c, int64_t n, bool vec, uint4 q) {
+  uint16_t* p = static_cast<uint16_t*>(row) + c * 8;
   if (vec) {
-    if (d == Dtype::kFP32) {
-      float4* p = reinterpret_cast<float4*>(static_cast<float*>(row) + c * 8);
-      p[0] = make_float4(x.v[0], x.v[1], x.v[2], x.v[3]);
-      p[1] = make_float4(x.v[4], x.v[5], x.v[6], x.v[7]);
-    } else {
-      uint32_t w[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint32_t lo = d == Dtype::kBF16 ? f32_to_bf16(x.v[2 * i]) : f32_to_fp16(x.v[2 * i]);
-        const uint32_t hi =
-            d == Dtype::kBF16 ? f32_to_bf16(x.v[2 * i + 1]) : f32_to_fp16(x.v[2 * i + 1]);
-        w[i] = lo | (hi << 16);
-      }
-      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(row) + c * 8) = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int64_t e = c * 8 + i;
-      if (e < n) store_from_f32(row, e, d, x.v[i]);
-    }
+    *reinterpret_cast<uint4*>(p) = q;
+    return;
   }
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if (c * 8 + i < n) p[i] = static_cast<uint16_t>(w[i / 2] >> (16 * (i % 2)));
+  }
+}
+
+// Store 8 values rounded to dtype d (16-bit or fp32).
+MXF_DEV void store_chunk(void* row, int64_t c, int64_t n, Dtype d, bool vec, const Chunk8& x) {
+  if (d != Dtype::kFP32) {
+    store_packed(row, c, n, vec, narrow8(x, d));
+    return;
+  }
+  float* p = static_cast<float*>(row) + c * 8;
+  if (vec) {
+    reinterpret_cast<float4*>(p)[0] = make_float4(x.v[0], x.v[1], x.v[2], x.v[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(x.v[4], x.v[5], x.v[6], x.v[7]);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if (c * 8 + i < n) p[i] = x.v[i];
+  }
+}
+
+// Largest |v| of a packed 16-bit chunk, as fp32 bits: abs bit patterns order like the values
+// (NaN above Inf), so a per-half integer max finds it; missing elements are +0.
+MXF_DEV uint32_t amax_bits16(uint4 q, Dtype d) {
+  constexpr uint32_t kAbs = 0x7fff7fffu;
+  const uint32_t m = max_u16x2(max_u16x2(q.x & kAbs, q.y & kAbs), max_u16x2(q.z & kAbs, q.w & kAbs));
+  const uint32_t h = (m & 0xffffu) > (m >> 16) ? (m & 0xffffu) : (m >> 16);
+  return d == Dtype::kBF16 ? h << 16 : f2u(fp16_to_f32(static_cast<uint16_t>(h)));
+}
+
+MXF_DEV uint32_t amax_bits32(const Chunk8& x) {
+  uint32_t m = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) m = max_u32(m, abs_bits(x.v[i]));
+  return m;
 }
 
 MXF_HD bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

@@ -85,6 +85,11 @@ bool force_portable() {
   const char* v = std::getenv("MXFUSE_FORCE_PORTABLE");
   return v != nullptr && v[0] == '1';
 }
+// Benchmarks may pin the linear's launch shape (MXFUSE_FP6_WARPS=4|8|16, MXFUSE_FP6_RT=1|2).
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : 0;
+}
 #endif
 
 }  // namespace
@@ -203,6 +208,8 @@ at::Tensor mxfp6_linear(const at::Tensor& x, const at::Tensor& packed, const at:
     const c10::cuda::OptionalCUDAGuard guard(x.device());
     p.num_sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     p.force_portable = force_portable();
+    p.warps_override = env_int("MXFUSE_FP6_WARPS");
+    p.rt_override = env_int("MXFUSE_FP6_RT");
     C10_CUDA_CHECK(kernels::launch_mxfp6_linear(p, at::cuda::getCurrentCUDAStream()));
     return out;
   }

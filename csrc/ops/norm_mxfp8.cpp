@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <tuple>
 
@@ -34,6 +35,8 @@ void run_norm(NormParams& p, [[maybe_unused]] const at::Tensor& x) {
 #ifdef MXF_WITH_GPU
   if (x.is_cuda()) {
     const c10::cuda::OptionalCUDAGuard guard(x.device());
+    // Benchmarks may move the switch to the latency kernel (MXFUSE_NORM_WIDE_MAX_M=rows).
+    if (const char* v = std::getenv("MXFUSE_NORM_WIDE_MAX_M")) p.wide_max_m = std::atoll(v);
     C10_CUDA_CHECK(kernels::launch_gemma_norm(p, at::cuda::getCurrentCUDAStream()));
     return;
   }

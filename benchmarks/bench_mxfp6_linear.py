@@ -1,0 +1,88 @@
+"""W6A16 decode linear on the GPU: mxfp6_linear vs bf16 F.linear (cuBLAS) on the rounded weights,
+and vs mxfp6_unpack followed by F.linear. Weights cycle through 16 sets so they come from HBM.
+
+    python benchmarks/bench_mxfp6_linear.py [--out benchmarks/results/h200_mxfp6_linear]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+import mxfuse  # noqa: E402
+
+SHAPES = [(9216, 2048), (2048, 4096), (2560, 6144), (12288, 6144)]
+MS = [1, 2, 4, 8, 16]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/results/h200_mxfp6_linear")
+    ap.add_argument("--ms", type=int, nargs="*", default=MS)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    dev = "cuda"
+    copy_gbs = harness.copy_bandwidth_gbs()
+    print(f"copy bandwidth: {copy_gbs:.0f} GB/s (read + write)", flush=True)
+    rows, table = [], []
+    for n, k in SHAPES:
+        ws, packs = [], []
+        for _ in range(harness.INPUT_SETS):
+            w = torch.randn(n, k, dtype=torch.bfloat16, device=dev) * 0.02
+            mxfuse.mxfp6_round_(w)
+            ws.append(w)
+            packs.append(mxfuse.mxfp6_pack(w))
+        for m in args.ms:
+            xs = [torch.randn(m, k, dtype=torch.bfloat16, device=dev) for _ in range(harness.INPUT_SETS)]
+            # Verify before timing, against fp64 on the rounded weights: normwise error near the
+            # bf16 output rounding (2^-9 relative), plus fp32 accumulation slack.
+            y = mxfuse.mxfp6_linear(xs[0], *packs[0])
+            ref = xs[0].double() @ ws[0].double().T
+            err = ((y.double() - ref).norm() / ref.norm()).item()
+            if not err < 4e-3:
+                raise SystemExit(f"verification failed at {n}x{k} m={m}: rel err {err}")
+
+            def w6(i):
+                mxfuse.mxfp6_linear(xs[i], *packs[i])
+
+            def dense(i):
+                F.linear(xs[i], ws[i])
+
+            def unpack_dense(i):
+                F.linear(xs[i], mxfuse.mxfp6_unpack(*packs[i]))
+
+            p = {"n": n, "k": k, "m": m}
+            w6_bytes = packs[0][0].numel() + packs[0][1].numel() + m * k * 2 + m * n * 2
+            dense_bytes = n * k * 2 + m * k * 2 + m * n * 2
+            t6 = harness.graph_time_us(w6)
+            td = harness.graph_time_us(dense)
+            tu = harness.graph_time_us(unpack_dense)
+            r6 = harness.make_row("mxfp6_linear", p, t6, w6_bytes, copy_gbs, max_rel_err=err)
+            rd = harness.make_row("bf16_F.linear", p, td, dense_bytes, copy_gbs)
+            ru = harness.make_row("unpack_then_F.linear", p, tu, dense_bytes, copy_gbs)
+            rows += [r6, rd, ru]
+            table.append([f"{n}x{k}", m, t6, r6.gbs, r6.pct_copy, td, td / t6, tu, tu / t6])
+            print(f"{n}x{k} m={m:2d}: w6 {t6:7.2f} us ({r6.pct_copy:5.1f}% copy)  bf16 {td:7.2f} "
+                  f"({td / t6:4.2f}x)  unpack+bf16 {tu:7.2f} ({tu / t6:4.2f}x)", flush=True)
+        del ws, packs
+        torch.cuda.empty_cache()
+    header = ["N x K", "M", "mxfp6 us", "GB/s", "% copy", "bf16 F.linear us", "speedup vs bf16",
+              "unpack+F.linear us", "speedup vs unpack"]
+    md = (f"# MXFP6 W6A16 decode linear (bf16 activations), {harness.environment()['device']}\n\n"
+          f"Command: `python benchmarks/bench_mxfp6_linear.py`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
+          f"calls cycling {harness.INPUT_SETS} weight and input sets, best of {harness.REPLAYS}; copy "
+          f"bandwidth {copy_gbs:.0f} GB/s measured in the same run. Bytes (mxfp6): packed + scales + x + out.\n\n"
+          + harness.md_table(header, table))
+    harness.write_results(args.out, {"env": harness.environment(), "copy_gbs": copy_gbs, "rows": rows}, md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

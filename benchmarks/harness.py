@@ -1,0 +1,106 @@
+"""Shared GPU timing harness (shared/DESIGN.md, "Measuring").
+
+Each measurement captures one CUDA graph of 128 back-to-back calls that cycle through 16 input
+sets (so weights and activations come from HBM, not L2), replays it 5 times and keeps the best
+replay; the per-call time is that replay's time / 128. Copy bandwidth is measured the same way in
+the same process, so every "% of copy" and every speedup is a ratio from one run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+CALLS_PER_GRAPH = 128
+INPUT_SETS = 16
+REPLAYS = 5
+
+
+def graph_time_us(call: Callable[[int], object], calls: int = CALLS_PER_GRAPH,
+                  replays: int = REPLAYS) -> float:
+    """Best-of-`replays` time per call (us) of a graph of `calls` launches of call(i % 16)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(INPUT_SETS):  # warm up: allocator pools, lazy init, autotuning
+            call(i)
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(calls):
+            call(i % INPUT_SETS)
+    graph.replay()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) * 1e3 / calls)
+    del graph
+    return best
+
+
+def copy_bandwidth_gbs(nbytes: int = 1 << 31) -> float:
+    """Device-to-device copy bandwidth (bytes read + written per second), graph-timed: the best of
+    a copy_ (inside a graph it may run on a copy engine) and an SM kernel doing the same traffic."""
+    n = nbytes // 4
+    srcs = [torch.empty(n, dtype=torch.float32, device="cuda").uniform_() for _ in range(2)]
+    dsts = [torch.empty_like(srcs[0]) for _ in range(2)]
+    us_copy = graph_time_us(lambda i: dsts[i % 2].copy_(srcs[i % 2]), calls=8)
+    us_kernel = graph_time_us(lambda i: torch.neg(srcs[i % 2], out=dsts[i % 2]), calls=8)
+    return 2 * nbytes / (min(us_copy, us_kernel) * 1e-6) / 1e9
+
+
+@dataclass
+class Row:
+    name: str
+    params: dict
+    us: float
+    bytes: int
+    gbs: float = 0.0
+    pct_copy: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def make_row(name: str, params: dict, us: float, nbytes: int, copy_gbs: float, **extra) -> Row:
+    gbs = nbytes / (us * 1e-6) / 1e9
+    return Row(name, params, us, nbytes, gbs, 100.0 * gbs / copy_gbs, extra)
+
+
+def environment() -> dict:
+    props = torch.cuda.get_device_properties(0)
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:  # noqa: BLE001  (informational only)
+        smi = ""
+    return {"device": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
+            "cuda": torch.version.cuda, "python": platform.python_version(), "nvidia_smi": smi,
+            "command": " ".join([os.path.basename(sys.executable)] + sys.argv)}
+
+
+def write_results(path_base: str, payload: dict, markdown: str) -> None:
+    os.makedirs(os.path.dirname(path_base) or ".", exist_ok=True)
+    with open(path_base + ".json", "w") as f:
+        json.dump(payload, f, indent=1, default=lambda o: asdict(o) if isinstance(o, Row) else str(o))
+    with open(path_base + ".md", "w") as f:
+        f.write(markdown)
+
+
+def md_table(header: list[str], rows: list[list[object]]) -> str:
+    def fmt(v):
+        return f"{v:.2f}" if isinstance(v, float) else str(v)
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
+    return "\n".join(out) + "\n"

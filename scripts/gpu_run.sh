@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One device call: build for sm_90a with all cores, run the GPU tests and the benchmarks, leave
+# logs and results under $OUT (or ./gpu_out), print a short summary last.
+set -uo pipefail
+OUT=${OUT:-gpu_out}
+mkdir -p "$OUT"
+export MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} PYTHONUNBUFFERED=1
+STEPS=${STEPS:-"build test bench_norm bench_fp6"}
+summary=()
+step() {  # name, command...
+  local name=$1; shift
+  local t0=$SECONDS
+  "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-12s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")")
+  tail -n 25 "$OUT/$name.log"
+  return $rc
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+for s in $STEPS; do
+  case $s in
+    build) step build make build || { printf '%s\n' "${summary[@]}"; exit 1; } ;;
+    test) step test .venv/bin/python -m pytest -q -x -rs --durations=20 --junitxml="$OUT/junit.xml" ${PYTEST_ARGS:-tests} ;;
+    bench_norm) step bench_norm .venv/bin/python benchmarks/bench_norm_quant.py --out "$OUT/h200_norm_quant" ${NORM_ARGS:-} ;;
+    bench_fp6) step bench_fp6 .venv/bin/python benchmarks/bench_mxfp6_linear.py --out "$OUT/h200_mxfp6_linear" ${FP6_ARGS:-} ;;
+    *) step "$s" bash -c "$s" ;;
+  esac
+done
+echo "==== summary ===="
+cat "$OUT/gpu.txt"
+printf '%s\n' "${summary[@]}"
