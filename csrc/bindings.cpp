@@ -33,7 +33,7 @@ TORCH_LIBRARY(mxfuse, m) {
   // The [N, K] weight an MXFP6 packed copy holds, in out_dtype.
   m.def("mxfp6_unpack(Tensor packed, Tensor scales, ScalarType out_dtype) -> Tensor");
   // w <- mxfp6_unpack(*mxfp6_pack(w, scale_rule)), in place.
-  m.def("mxfp6_round_(Tensor(a!) w, str scale_rule='floor') -> Tensor(a!)");
+  m.def("mxfp6_round_(Tensor(a!) w, str scale_rule='floor') -> ()");
   // x [..., K] @ W6^T (+ bias) with W6 streamed from its MXFP6 packed copy (W6A16).
   m.def("mxfp6_linear(Tensor x, Tensor packed, Tensor scales, Tensor? bias=None) -> Tensor");
 }

@@ -94,4 +94,27 @@ inline at::Tensor inplace_rows_view(const char* op, const char* arg, const at::T
   return t.dim() == 2 ? t : t.view({-1, n});
 }
 
+// A tensor the op writes in place must not require grad (mxfuse ops have no autograd formula).
+inline void check_no_grad(const char* op, const char* arg, const at::Tensor& t) {
+  TORCH_CHECK(!t.requires_grad(), op, ": argument '", arg,
+              "' is written in place and must not require grad (mxfuse ops are inference-only)");
+}
+
+// `out` (written) and `in` (read) must not share any byte. Conservative for strided views: any
+// intersection of their address ranges in one storage is rejected.
+inline void check_disjoint(const char* op, const char* out_arg, const at::Tensor& out,
+                           const char* in_arg, const at::Tensor& in) {
+  if (out.numel() == 0 || in.numel() == 0 || !out.storage().is_alias_of(in.storage())) return;
+  const auto range = [](const at::Tensor& t) {
+    const auto* base = static_cast<const char*>(t.data_ptr());
+    int64_t last = 0;
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+    return std::make_pair(base, base + (last + 1) * t.element_size());
+  };
+  const auto [a0, a1] = range(out);
+  const auto [b0, b1] = range(in);
+  TORCH_CHECK(a1 <= b0 || b1 <= a0, op, ": argument '", out_arg, "' (written in place) and '",
+              in_arg, "' must not share memory");
+}
+
 }  // namespace mxf::ops

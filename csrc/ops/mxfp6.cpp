@@ -118,13 +118,14 @@ std::tuple<at::Tensor, at::Tensor> mxfp6_pack(const at::Tensor& w, c10::string_v
   return {packed, scales};
 }
 
-at::Tensor& mxfp6_round_(at::Tensor& w, c10::string_view scale_rule) {
+void mxfp6_round_(at::Tensor& w, c10::string_view scale_rule) {
   const char* op = "mxfuse.mxfp6_round_";
   check_weight(op, w);
   const ScaleRule rule = parse_scale_rule(op, scale_rule);
   const int64_t k = w.size(1);
   at::Tensor w2 = inplace_rows_view(op, "w", w, k);
   at::assert_no_internal_overlap(w);
+  check_no_grad(op, "w", w);
   Fp6PackParams p;
   p.w = w2.data_ptr();
   p.w_stride = w2.stride(0);
@@ -134,7 +135,6 @@ at::Tensor& mxfp6_round_(at::Tensor& w, c10::string_view scale_rule) {
   p.dtype = to_dtype(w.scalar_type());
   p.rule = rule;
   run_pack(p, w);
-  return w;
 }
 
 at::Tensor mxfp6_unpack(const at::Tensor& packed, const at::Tensor& scales,

@@ -74,7 +74,8 @@ void gemma_norm_impl(const char* op, const at::Tensor& x, const std::optional<at
                 x.sizes(), "), got ", r.sizes());
     r2 = inplace_rows_view(op, "residual", r, n);
     at::assert_no_internal_overlap(r);
-    at::assert_no_overlap(r, x);
+    check_disjoint(op, "residual", r, "x", x);
+    check_no_grad(op, "residual", r);
   }
 
   const at::Tensor x2 = rows_view(x, n);
@@ -157,6 +158,7 @@ std::tuple<at::Tensor, at::Tensor> mxfp8_quantize(const at::Tensor& x,
   check_mx_cols(op, "x", n);
   const ScaleRule rule = parse_scale_rule(op, scale_rule);
   auto out = empty_mxfp8(x);
+  if (x.numel() == 0) return out;
   maybe_poison(std::get<0>(out));
   maybe_poison(std::get<1>(out));
   const at::Tensor x2 = rows_view(x, n);
@@ -200,6 +202,7 @@ at::Tensor mxfp8_dequantize(const at::Tensor& codes, const at::Tensor& scales,
   TORCH_CHECK(out_dtype == at::kBFloat16 || out_dtype == at::kHalf || out_dtype == at::kFloat, op,
               ": argument 'out_dtype' must be BFloat16, Half or Float, got ", out_dtype);
   at::Tensor out = at::empty(codes.sizes(), codes.options().dtype(out_dtype));
+  if (codes.numel() == 0) return out;
   maybe_poison(out);
   const at::Tensor c2 = codes.reshape({-1, n}).contiguous();
   const at::Tensor s2 = scales.reshape({-1, n / kMxBlock}).contiguous();

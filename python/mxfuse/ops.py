@@ -31,6 +31,12 @@ def mxfp6_packed_shapes(n: int, k: int) -> tuple[tuple[int, int, int], tuple[int
     return (n // 16, k // 128, 1536), (n, k // 32)
 
 
+def _same_device(t: Tensor | None, name: str, ref: Tensor, ref_name: str) -> None:
+    if t is not None:
+        torch._check(t.device == ref.device,
+                     lambda: f"argument '{name}' must be on the device of '{ref_name}' ({ref.device}), got {t.device}")
+
+
 def _check_mx_cols(x: Tensor, name: str) -> None:
     torch._check(x.shape[-1] % MX_BLOCK == 0,
                  lambda: f"the last dimension of '{name}' must be a multiple of 32, got {x.shape[-1]}")
@@ -40,11 +46,14 @@ def _check_mx_cols(x: Tensor, name: str) -> None:
 
 @torch.library.register_fake("mxfuse::gemma_rmsnorm")
 def _gemma_rmsnorm_fake(x, weight, eps=1e-6, weight_offset=1.0):
+    _same_device(weight, "weight", x, "x")
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
 @torch.library.register_fake("mxfuse::gemma_fused_add_rmsnorm")
 def _gemma_fused_add_rmsnorm_fake(x, residual, weight, eps=1e-6, weight_offset=1.0):
+    _same_device(residual, "residual", x, "x")
+    _same_device(weight, "weight", x, "x")
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -56,12 +65,14 @@ def _mxfp8_quantize_fake(x, scale_rule="ceil"):
 
 @torch.library.register_fake("mxfuse::mxfp8_dequantize")
 def _mxfp8_dequantize_fake(codes, scales, out_dtype):
+    _same_device(scales, "scales", codes, "codes")
     _check_mx_cols(codes, "codes")
     return codes.new_empty(codes.shape, dtype=out_dtype)
 
 
 @torch.library.register_fake("mxfuse::gemma_rmsnorm_mxfp8")
 def _gemma_rmsnorm_mxfp8_fake(x, weight, eps=1e-6, weight_offset=1.0, scale_rule="ceil"):
+    _same_device(weight, "weight", x, "x")
     _check_mx_cols(x, "x")
     return empty_mxfp8(x)
 
@@ -69,6 +80,8 @@ def _gemma_rmsnorm_mxfp8_fake(x, weight, eps=1e-6, weight_offset=1.0, scale_rule
 @torch.library.register_fake("mxfuse::gemma_fused_add_rmsnorm_mxfp8")
 def _gemma_fused_add_rmsnorm_mxfp8_fake(x, residual, weight, eps=1e-6, weight_offset=1.0,
                                         scale_rule="ceil"):
+    _same_device(residual, "residual", x, "x")
+    _same_device(weight, "weight", x, "x")
     _check_mx_cols(x, "x")
     return empty_mxfp8(x)
 
@@ -81,16 +94,20 @@ def _mxfp6_pack_fake(w, scale_rule="floor"):
 
 @torch.library.register_fake("mxfuse::mxfp6_unpack")
 def _mxfp6_unpack_fake(packed, scales, out_dtype):
+    _same_device(scales, "scales", packed, "packed")
     return packed.new_empty((packed.shape[0] * 16, packed.shape[1] * 128), dtype=out_dtype)
 
 
 @torch.library.register_fake("mxfuse::mxfp6_round_")
 def _mxfp6_round_fake(w, scale_rule="floor"):
-    return w
+    return None
 
 
 @torch.library.register_fake("mxfuse::mxfp6_linear")
 def _mxfp6_linear_fake(x, packed, scales, bias=None):
+    _same_device(packed, "packed", x, "x")
+    _same_device(scales, "scales", x, "x")
+    _same_device(bias, "bias", x, "x")
     return x.new_empty((*x.shape[:-1], packed.shape[0] * 16))
 
 
@@ -146,8 +163,9 @@ def mxfp6_unpack(packed: Tensor, scales: Tensor, out_dtype: torch.dtype = torch.
 
 def mxfp6_round_(w: Tensor, scale_rule: str = "floor") -> Tensor:
     """Overwrite ``w`` with the values its MXFP6 copy holds, so dense GEMMs on ``w`` and the
-    W6A16 path multiply the same numbers. ``w`` is untouched if a check fails."""
-    return _ops.mxfp6_round_(w, scale_rule)
+    W6A16 path multiply the same numbers. ``w`` is untouched if a check fails. Returns ``w``."""
+    _ops.mxfp6_round_(w, scale_rule)
+    return w
 
 
 def mxfp6_linear(x: Tensor, packed: Tensor, scales: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -31,6 +31,9 @@ class QuantKey:
     scale_rule: str = "ceil"
 
     def __post_init__(self) -> None:
+        # Normalize a list to a tuple so the key stays hashable and compares equal.
+        if isinstance(self.block, list):
+            object.__setattr__(self, "block", tuple(self.block))
         if self.element not in _ELEMENTS:
             raise ValueError(f"QuantKey.element must be one of {sorted(_ELEMENTS)}, got {self.element!r}")
         if tuple(self.block) != (1, 32):

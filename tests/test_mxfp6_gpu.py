@@ -1,0 +1,109 @@
+"""mxfp6_linear on the GPU beyond the cases test_mxfp6.py shares with the CPU: batch invariance
+(a row gives the same bits at every M), every launch shape and the portable twin of the mma fast
+path within the fp64 bound, scales the fast path cannot fold, and CUDA graph replay."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import OPS, assert_bitwise_equal, randn, requires_mxfp6
+from mxfuse import reference as ref
+from test_mxfp6 import linear_bound, weight
+
+pytestmark = [
+    requires_mxfp6,
+    pytest.mark.skipif(not torch.cuda.is_available(),
+                       reason="no CUDA device here (these cases run on the GPU machine)"),
+]
+
+
+def packed_on_gpu(n, k, dtype, seed, scale=1.0):
+    w = (weight(n, k, torch.float32, seed) * scale).to(dtype)
+    packed, scales = OPS.mxfp6_pack(w.cuda(), "floor")
+    return packed, scales, OPS.mxfp6_unpack(packed, scales, torch.float32).cpu()
+
+
+def check_within_bound(x, packed, scales, w6, dtype):
+    got = OPS.mxfp6_linear(x.cuda(), packed, scales, None).cpu()
+    want = x.double() @ w6.double().t()
+    bound = linear_bound(x, w6, None, dtype, want, "cuda")
+    err = (got.double() - want).abs()
+    assert torch.all(err <= bound), f"max excess {(err - bound).max().item()}"
+    return got
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n,k", [(2560, 6144), (9216, 2048), (48, 384)])
+def test_batch_invariant(dtype, n, k):
+    packed, scales, _ = packed_on_gpu(n, k, dtype, 1)
+    x = randn((1024, k), dtype, 2, 1.0).cuda()
+    full = OPS.mxfp6_linear(x, packed, scales)
+    for m in (1, 3, 8, 9, 16, 17, 37):
+        part = OPS.mxfp6_linear(x[:m], packed, scales)
+        assert_bitwise_equal(part, full[:m], f"rows of M={m} vs the same rows in M=1024")
+
+
+@pytest.mark.parametrize("warps", ["4", "8", "16"])
+@pytest.mark.parametrize("rt", ["1", "2"])
+def test_every_launch_shape_within_bound(warps, rt, monkeypatch):
+    monkeypatch.setenv("MXFUSE_FP6_WARPS", warps)
+    monkeypatch.setenv("MXFUSE_FP6_RT", rt)
+    for n, k in ((64, 2048), (256, 1024)):
+        packed, scales, w6 = packed_on_gpu(n, k, torch.bfloat16, 3)
+        x = randn((20, k), torch.bfloat16, 4, 1.0)
+        got = check_within_bound(x, packed, scales, w6, torch.bfloat16)
+        alone = OPS.mxfp6_linear(x[-1:].cuda(), packed, scales).cpu()
+        assert_bitwise_equal(alone[0], got[-1], "last row alone vs in the batch")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_portable_twin_within_bound(dtype, monkeypatch):
+    packed, scales, w6 = packed_on_gpu(320, 1024, dtype, 5)
+    x = randn((9, 1024), dtype, 6, 1.0)
+    fast = check_within_bound(x, packed, scales, w6, dtype)
+    monkeypatch.setenv("MXFUSE_FORCE_PORTABLE", "1")
+    twin = check_within_bound(x, packed, scales, w6, dtype)
+    assert not torch.equal(twin, torch.zeros_like(twin))
+    assert (twin.double() - fast.double()).abs().max() < 1.0  # sanity: the same function
+
+
+def test_unfoldable_scales_within_bound():
+    # Large weights (scale byte > 128) and an all-zero group (scale byte 0) take the path that
+    # scales each group's fp32 partial instead of folding the scale into the decode.
+    packed, scales, w6 = packed_on_gpu(64, 512, torch.bfloat16, 7, scale=1e4)
+    assert int(scales.max()) > 128 and int(scales.min()) == 0
+    check_within_bound(randn((5, 512), torch.bfloat16, 8, 1.0), packed, scales, w6, torch.bfloat16)
+
+
+def test_nan_scale_gives_nan_rows():
+    packed, scales, _ = packed_on_gpu(32, 256, torch.bfloat16, 9)
+    scales = scales.clone()
+    scales[3, 2] = 0xFF
+    y = OPS.mxfp6_linear(randn((2, 256), torch.bfloat16, 10, 1.0).cuda(), packed, scales).cpu()
+    assert torch.isnan(y[:, 3]).all() and not torch.isnan(y[:, [0, 1, 2, 4]]).any()
+
+
+def test_cuda_graph_replay_equals_eager():
+    packed, scales, _ = packed_on_gpu(256, 1024, torch.bfloat16, 11)
+    x = torch.zeros(4, 1024, dtype=torch.bfloat16, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        OPS.mxfp6_linear(x, packed, scales)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = OPS.mxfp6_linear(x, packed, scales)
+    for seed in (12, 13):
+        x.copy_(randn((4, 1024), torch.bfloat16, seed, 1.0).cuda())
+        g.replay()
+        torch.cuda.synchronize()
+        assert_bitwise_equal(y, OPS.mxfp6_linear(x, packed, scales), "graph replay vs eager")
+
+
+def test_pack_large_weight_matches_cpu():
+    w = weight(12288, 1024, torch.bfloat16, 14)
+    pg, sg = OPS.mxfp6_pack(w.cuda(), "floor")
+    pc, sc = ref.mxfp6_pack(w)
+    assert_bitwise_equal(pg.cpu(), pc, "packed GPU vs reference")
+    assert_bitwise_equal(sg.cpu(), sc, "scales GPU vs reference")
