@@ -5,22 +5,53 @@
 #include <ATen/ATen.h>
 #include <c10/util/string_view.h>
 
+#include <cstdio>
 #include <initializer_list>
-#include <sstream>
 #include <string>
+#include <type_traits>
 
 #include "../core/params.h"
 
 namespace mxf::ops {
 
+// Error messages are assembled without iostreams. On a machine whose compiler ships a newer
+// libstdc++ than the one torch's process loads (the H200 image), numbers streamed from this
+// library's own copy of the iostream code crashed (seen there in std::ostream::_M_insert<long>).
+namespace detail {
+inline void put(std::string& s, const char* v) { s += v; }
+inline void put(std::string& s, const std::string& v) { s += v; }
+inline void put(std::string& s, c10::string_view v) { s.append(v.data(), v.size()); }
+template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+inline void put(std::string& s, T v) {
+  s += std::to_string(v);
+}
+inline void put(std::string& s, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  s += buf;
+}
+inline void put(std::string& s, at::IntArrayRef v) {
+  s += "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  s += "]";
+}
+inline void put(std::string& s, at::ScalarType v) { s += c10::toString(v); }
+inline void put(std::string& s, const c10::Device& v) { s += v.str(); }
+}  // namespace detail
+
+template <typename... Args>
+std::string msg(const Args&... args) {
+  std::string s;
+  (detail::put(s, args), ...);
+  return s;
+}
+
+#define MXF_CHECK(cond, ...) TORCH_CHECK(cond, ::mxf::ops::msg(__VA_ARGS__))
+
 inline std::string dtype_list(std::initializer_list<at::ScalarType> ok) {
-  std::ostringstream os;
-  bool first = true;
-  for (auto t : ok) {
-    os << (first ? "" : " or ") << t;
-    first = false;
-  }
-  return os.str();
+  std::string s;
+  for (auto t : ok) s += (s.empty() ? "" : " or ") + std::string(c10::toString(t));
+  return s;
 }
 
 inline void check_dtype(const char* op, const char* arg, const at::Tensor& t,
@@ -28,40 +59,40 @@ inline void check_dtype(const char* op, const char* arg, const at::Tensor& t,
   for (auto d : ok) {
     if (t.scalar_type() == d) return;
   }
-  TORCH_CHECK(false, op, ": argument '", arg, "' must have dtype ", dtype_list(ok), ", got ",
+  MXF_CHECK(false, op, ": argument '", arg, "' must have dtype ", dtype_list(ok), ", got ",
               t.scalar_type());
 }
 
 inline void check_same_device(const char* op, const char* arg, const at::Tensor& t,
                               const at::Tensor& ref, const char* ref_arg) {
-  TORCH_CHECK(t.device() == ref.device(), op, ": argument '", arg, "' must be on the device of '",
+  MXF_CHECK(t.device() == ref.device(), op, ": argument '", arg, "' must be on the device of '",
               ref_arg, "' (", ref.device(), "), got ", t.device());
 }
 
 inline void check_supported_device(const char* op, const char* arg, const at::Tensor& t) {
-  TORCH_CHECK(t.is_cpu() || t.is_cuda(), op, ": argument '", arg,
+  MXF_CHECK(t.is_cpu() || t.is_cuda(), op, ": argument '", arg,
               "' must be a CPU or CUDA/HIP tensor, got ", t.device());
 }
 
 inline void check_min_dim(const char* op, const char* arg, const at::Tensor& t, int64_t dim) {
-  TORCH_CHECK(t.dim() >= dim, op, ": argument '", arg, "' must have at least ", dim,
+  MXF_CHECK(t.dim() >= dim, op, ": argument '", arg, "' must have at least ", dim,
               " dimension(s), got shape ", t.sizes());
 }
 
 inline void check_dim(const char* op, const char* arg, const at::Tensor& t, int64_t dim) {
-  TORCH_CHECK(t.dim() == dim, op, ": argument '", arg, "' must have ", dim,
+  MXF_CHECK(t.dim() == dim, op, ": argument '", arg, "' must have ", dim,
               " dimension(s), got shape ", t.sizes());
 }
 
 inline void check_mx_cols(const char* op, const char* arg, int64_t n) {
-  TORCH_CHECK(n % kMxBlock == 0, op, ": the last dimension of '", arg,
+  MXF_CHECK(n % kMxBlock == 0, op, ": the last dimension of '", arg,
               "' must be a multiple of 32 (one E8M0 scale per 32 elements), got ", n);
 }
 
 inline ScaleRule parse_scale_rule(const char* op, c10::string_view rule) {
   if (rule == "ceil") return ScaleRule::kCeil;
   if (rule == "floor") return ScaleRule::kFloor;
-  TORCH_CHECK(false, op, ": argument 'scale_rule' must be 'ceil' or 'floor', got '",
+  MXF_CHECK(false, op, ": argument 'scale_rule' must be 'ceil' or 'floor', got '",
               std::string(rule), "'");
 }
 
@@ -87,7 +118,7 @@ inline at::Tensor rows_view(const at::Tensor& t, int64_t n) {
 inline at::Tensor inplace_rows_view(const char* op, const char* arg, const at::Tensor& t,
                                     int64_t n) {
   const bool ok = (t.dim() == 2 && (t.stride(1) == 1 || t.size(1) <= 1)) || t.is_contiguous();
-  TORCH_CHECK(ok, op, ": argument '", arg,
+  MXF_CHECK(ok, op, ": argument '", arg,
               "' is written in place and must be contiguous (or 2-D with a contiguous last "
               "dimension), got shape ",
               t.sizes(), " and strides ", t.strides());
@@ -96,7 +127,7 @@ inline at::Tensor inplace_rows_view(const char* op, const char* arg, const at::T
 
 // A tensor the op writes in place must not require grad (mxfuse ops have no autograd formula).
 inline void check_no_grad(const char* op, const char* arg, const at::Tensor& t) {
-  TORCH_CHECK(!t.requires_grad(), op, ": argument '", arg,
+  MXF_CHECK(!t.requires_grad(), op, ": argument '", arg,
               "' is written in place and must not require grad (mxfuse ops are inference-only)");
 }
 
@@ -113,7 +144,7 @@ inline void check_disjoint(const char* op, const char* out_arg, const at::Tensor
   };
   const auto [a0, a1] = range(out);
   const auto [b0, b1] = range(in);
-  TORCH_CHECK(a1 <= b0 || b1 <= a0, op, ": argument '", out_arg, "' (written in place) and '",
+  MXF_CHECK(a1 <= b0 || b1 <= a0, op, ": argument '", out_arg, "' (written in place) and '",
               in_arg, "' must not share memory");
 }
 

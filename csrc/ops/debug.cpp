@@ -1,5 +1,7 @@
 #include "debug.h"
 
+#include "checks.h"
+
 #include <torch/library.h>
 
 #include <atomic>
@@ -9,7 +11,7 @@ namespace {
 std::atomic<int> g_poison{-1};
 
 void set_debug_poison(int64_t byte) {
-  TORCH_CHECK(byte >= -1 && byte <= 255,
+  MXF_CHECK(byte >= -1 && byte <= 255,
               "mxfuse._set_debug_poison: argument 'byte' must be -1 (off) or 0..255, got ", byte);
   g_poison.store(static_cast<int>(byte));
 }

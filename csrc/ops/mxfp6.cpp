@@ -27,16 +27,16 @@ void check_weight(const char* op, const at::Tensor& w) {
   check_supported_device(op, "w", w);
   check_dtype(op, "w", w, {at::kBFloat16, at::kHalf});
   check_dim(op, "w", w, 2);
-  TORCH_CHECK(w.size(0) % kFp6TileRows == 0, op,
+  MXF_CHECK(w.size(0) % kFp6TileRows == 0, op,
               ": argument 'w' must have N (dim 0) divisible by 16 (MXFP6 tiles are 16 x 128), got "
               "shape ",
               w.sizes());
-  TORCH_CHECK(w.size(1) % kFp6TileCols == 0, op,
+  MXF_CHECK(w.size(1) % kFp6TileCols == 0, op,
               ": argument 'w' must have K (dim 1) divisible by 128 (MXFP6 tiles are 16 x 128), got "
               "shape ",
               w.sizes());
   // E2M3 has no Inf or NaN (SPEC §2). Load-time op: the host sync of this check is acceptable.
-  TORCH_CHECK(w.numel() == 0 || at::isfinite(w).all().item<bool>(), op,
+  MXF_CHECK(w.numel() == 0 || at::isfinite(w).all().item<bool>(), op,
               ": argument 'w' must be finite (MXFP6 E2M3 has no Inf or NaN); found a non-finite "
               "value");
 }
@@ -47,21 +47,21 @@ std::tuple<int64_t, int64_t> check_packed(const char* op, const at::Tensor& pack
   check_supported_device(op, "packed", packed);
   check_dtype(op, "packed", packed, {at::kByte});
   check_dim(op, "packed", packed, 3);
-  TORCH_CHECK(packed.size(2) == kFp6TileBytes, op,
+  MXF_CHECK(packed.size(2) == kFp6TileBytes, op,
               ": argument 'packed' must have shape [N/16, K/128, 1536], got ", packed.sizes());
   const int64_t n = packed.size(0) * kFp6TileRows, k = packed.size(1) * kFp6TileCols;
-  TORCH_CHECK(packed.is_contiguous(), op, ": argument 'packed' must be contiguous");
+  MXF_CHECK(packed.is_contiguous(), op, ": argument 'packed' must be contiguous");
   check_same_device(op, "scales", scales, packed, "packed");
   check_dtype(op, "scales", scales, {at::kByte});
-  TORCH_CHECK(scales.dim() == 2 && scales.size(0) == n && scales.size(1) == k / kMxBlock, op,
+  MXF_CHECK(scales.dim() == 2 && scales.size(0) == n && scales.size(1) == k / kMxBlock, op,
               ": argument 'scales' must have shape [N, K/32] = [", n, ", ", k / kMxBlock,
               "] (row-major E8M0) for packed of shape ", packed.sizes(), ", got ", scales.sizes());
-  TORCH_CHECK(scales.is_contiguous(), op, ": argument 'scales' must be contiguous (row-major)");
+  MXF_CHECK(scales.is_contiguous(), op, ": argument 'scales' must be contiguous (row-major)");
   // The GPU linear copies 16-byte tile pieces and 4-byte scale words asynchronously.
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(packed.data_ptr()) % 16 == 0, op,
+  MXF_CHECK(reinterpret_cast<uintptr_t>(packed.data_ptr()) % 16 == 0, op,
               ": argument 'packed' must start on a 16-byte boundary, got a view at address offset ",
               reinterpret_cast<uintptr_t>(packed.data_ptr()) % 16);
-  TORCH_CHECK(reinterpret_cast<uintptr_t>(scales.data_ptr()) % 4 == 0, op,
+  MXF_CHECK(reinterpret_cast<uintptr_t>(scales.data_ptr()) % 4 == 0, op,
               ": argument 'scales' must start on a 4-byte boundary, got a view at address offset ",
               reinterpret_cast<uintptr_t>(scales.data_ptr()) % 4);
   return {n, k};
@@ -141,7 +141,7 @@ at::Tensor mxfp6_unpack(const at::Tensor& packed, const at::Tensor& scales,
                         at::ScalarType out_dtype) {
   const char* op = "mxfuse.mxfp6_unpack";
   const auto [n, k] = check_packed(op, packed, scales);
-  TORCH_CHECK(out_dtype == at::kBFloat16 || out_dtype == at::kHalf || out_dtype == at::kFloat, op,
+  MXF_CHECK(out_dtype == at::kBFloat16 || out_dtype == at::kHalf || out_dtype == at::kFloat, op,
               ": argument 'out_dtype' must be BFloat16, Half or Float, got ", out_dtype);
   at::Tensor out = at::empty({n, k}, packed.options().dtype(out_dtype));
   maybe_poison(out);
@@ -172,12 +172,12 @@ at::Tensor mxfp6_linear(const at::Tensor& x, const at::Tensor& packed, const at:
   check_min_dim(op, "x", x, 1);
   check_same_device(op, "packed", packed, x, "x");
   const auto [n, k] = check_packed(op, packed, scales);
-  TORCH_CHECK(x.size(-1) == k, op, ": the last dimension of 'x' must equal K = ", k,
+  MXF_CHECK(x.size(-1) == k, op, ": the last dimension of 'x' must equal K = ", k,
               " of the packed weight (shape ", packed.sizes(), "), got x of shape ", x.sizes());
   if (bias.has_value()) {
     check_same_device(op, "bias", *bias, x, "x");
     check_dtype(op, "bias", *bias, {x.scalar_type(), at::kFloat});
-    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == n, op, ": argument 'bias' must have shape [",
+    MXF_CHECK(bias->dim() == 1 && bias->size(0) == n, op, ": argument 'bias' must have shape [",
                 n, "], got ", bias->sizes());
   }
   auto out_shape = x.sizes().vec();

@@ -52,25 +52,25 @@ void gemma_norm_impl(const char* op, const at::Tensor& x, const std::optional<at
   check_dtype(op, "x", x, {at::kBFloat16, at::kHalf});
   check_min_dim(op, "x", x, 1);
   const int64_t n = x.size(-1);
-  TORCH_CHECK(n >= 1, op, ": the last dimension of 'x' must be at least 1, got shape ", x.sizes());
+  MXF_CHECK(n >= 1, op, ": the last dimension of 'x' must be at least 1, got shape ", x.sizes());
   if (mx != nullptr) check_mx_cols(op, "x", n);
   check_same_device(op, "weight", weight, x, "x");
   check_dtype(op, "weight", weight, {x.scalar_type(), at::kFloat});
   check_dim(op, "weight", weight, 1);
-  TORCH_CHECK(weight.size(0) == n, op, ": argument 'weight' must have shape [", n,
+  MXF_CHECK(weight.size(0) == n, op, ": argument 'weight' must have shape [", n,
               "] (the last dimension of 'x'), got ", weight.sizes());
-  TORCH_CHECK(std::isfinite(eps) && eps >= 0.0, op,
+  MXF_CHECK(std::isfinite(eps) && eps >= 0.0, op,
               ": argument 'eps' must be finite and >= 0, got ", eps);
-  TORCH_CHECK(std::isfinite(weight_offset), op, ": argument 'weight_offset' must be finite, got ",
+  MXF_CHECK(std::isfinite(weight_offset), op, ": argument 'weight_offset' must be finite, got ",
               weight_offset);
   at::Tensor r2;
   if (residual.has_value()) {
     const at::Tensor& r = *residual;
     check_same_device(op, "residual", r, x, "x");
-    TORCH_CHECK(r.scalar_type() == x.scalar_type(), op,
+    MXF_CHECK(r.scalar_type() == x.scalar_type(), op,
                 ": argument 'residual' must have the dtype of 'x' (", x.scalar_type(), "), got ",
                 r.scalar_type());
-    TORCH_CHECK(r.sizes() == x.sizes(), op, ": argument 'residual' must have the shape of 'x' (",
+    MXF_CHECK(r.sizes() == x.sizes(), op, ": argument 'residual' must have the shape of 'x' (",
                 x.sizes(), "), got ", r.sizes());
     r2 = inplace_rows_view(op, "residual", r, n);
     at::assert_no_internal_overlap(r);
@@ -195,11 +195,11 @@ at::Tensor mxfp8_dequantize(const at::Tensor& codes, const at::Tensor& scales,
   check_mx_cols(op, "codes", n);
   auto expect = codes.sizes().vec();
   expect.back() = n / kMxBlock;
-  TORCH_CHECK(scales.sizes().vec() == expect, op,
+  MXF_CHECK(scales.sizes().vec() == expect, op,
               ": argument 'scales' must have shape ", at::IntArrayRef(expect),
               " (row-major [..., K/32] E8M0 for codes of shape ", codes.sizes(), "), got ",
               scales.sizes());
-  TORCH_CHECK(out_dtype == at::kBFloat16 || out_dtype == at::kHalf || out_dtype == at::kFloat, op,
+  MXF_CHECK(out_dtype == at::kBFloat16 || out_dtype == at::kHalf || out_dtype == at::kFloat, op,
               ": argument 'out_dtype' must be BFloat16, Half or Float, got ", out_dtype);
   at::Tensor out = at::empty(codes.sizes(), codes.options().dtype(out_dtype));
   if (codes.numel() == 0) return out;
