@@ -514,3 +514,14 @@ def pytest_configure(config):
     config.addinivalue_line(
         "filterwarnings", "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
     )
+
+
+# (kind, scale_rule): the plain norms once, the MX kinds under both rules
+KIND_RULES = [
+    ("rmsnorm", "ceil"),
+    ("add_rmsnorm", "ceil"),
+    ("rmsnorm_mxfp8", "ceil"),
+    ("rmsnorm_mxfp8", "floor"),
+    ("add_rmsnorm_mxfp8", "ceil"),
+    ("add_rmsnorm_mxfp8", "floor"),
+]

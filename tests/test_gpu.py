@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import (
+    KIND_RULES,
     ACT_DTYPES,
     HAS_CUDA,
     NORM_KINDS,
@@ -28,14 +29,6 @@ from conftest import (
 
 pytestmark = requires_cuda
 
-KIND_RULES = [
-    ("rmsnorm", "ceil"),
-    ("add_rmsnorm", "ceil"),
-    ("rmsnorm_mxfp8", "ceil"),
-    ("rmsnorm_mxfp8", "floor"),
-    ("add_rmsnorm_mxfp8", "ceil"),
-    ("add_rmsnorm_mxfp8", "floor"),
-]
 KIND_RULE_IDS = [f"{k}-{r}" for k, r in KIND_RULES]
 
 

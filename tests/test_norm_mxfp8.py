@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import (
+    KIND_RULES,
     ACT_DTYPES,
     ADV_ROWS,
     DEVICES,
@@ -36,15 +37,6 @@ from mxfuse import reference as ref
 
 MX_N = [32, 256, 2048, 3072, 6144, 8192, 12288, 16384 + 32]
 ODD_N = [1, 7, 100, 1000]
-# (kind, scale_rule): the MX kinds under both rules
-KIND_RULES = [
-    ("rmsnorm", "ceil"),
-    ("add_rmsnorm", "ceil"),
-    ("rmsnorm_mxfp8", "ceil"),
-    ("rmsnorm_mxfp8", "floor"),
-    ("add_rmsnorm_mxfp8", "ceil"),
-    ("add_rmsnorm_mxfp8", "floor"),
-]
 KIND_RULE_IDS = [f"{k}-{r}" if kind_is_mx(k) else k for k, r in KIND_RULES]
 WDTYPES = ["same", torch.float32]
 

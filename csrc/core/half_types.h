@@ -15,13 +15,6 @@ namespace mxf {
 
 enum class Dtype : int { kBF16 = 0, kFP16 = 1, kFP32 = 2 };
 
-struct bf16_t {
-  uint16_t bits;
-};
-struct fp16_t {
-  uint16_t bits;
-};
-
 constexpr uint16_t kNaN16 = 0x7fffu;  // canonical bf16 and fp16 NaN
 
 MXF_HD float bf16_to_f32(uint16_t h) { return u2f(static_cast<uint32_t>(h) << 16); }
@@ -102,28 +95,6 @@ MXF_HD uint32_t max_u16x2(uint32_t a, uint32_t b) {
   const uint32_t hi = (a >> 16) > (b >> 16) ? (a >> 16) : (b >> 16);
   return lo | (hi << 16);
 #endif
-}
-
-// Typed access used by templated kernels: T is bf16_t, fp16_t or float.
-template <typename T>
-struct Num;
-template <>
-struct Num<bf16_t> {
-  static constexpr Dtype kDtype = Dtype::kBF16;
-  MXF_HD static float to_f32(uint16_t h) { return bf16_to_f32(h); }
-  MXF_HD static uint16_t from_f32(float f) { return f32_to_bf16(f); }
-};
-template <>
-struct Num<fp16_t> {
-  static constexpr Dtype kDtype = Dtype::kFP16;
-  MXF_HD static float to_f32(uint16_t h) { return fp16_to_f32(h); }
-  MXF_HD static uint16_t from_f32(float f) { return f32_to_fp16(f); }
-};
-
-// Round an fp32 value to the activation dtype and back: the value the dtype holds.
-template <typename T>
-MXF_HD float round_to(float f) {
-  return Num<T>::to_f32(Num<T>::from_f32(f));
 }
 
 }  // namespace mxf

@@ -26,12 +26,6 @@ MXF_HD float norm_value(float s, float rstd, float w_plus_offset) {
   return mul_rn(mul_rn(s, rstd), w_plus_offset);
 }
 
-// Residual add: the sum rounded once to the activation dtype (returned as fp32).
-template <typename T>
-MXF_HD float residual_add(float x, float r) {
-  return round_to<T>(add_rn(x, r));
-}
-
 // Host reference of the canonical reduction over one row of fp32 values.
 inline float canonical_sumsq_host(const float* s, int64_t n) {
   float p[kVirtualLanes];
