@@ -160,6 +160,8 @@ def test_gpu_pack_unpack_round_equal_cpu(dtype):
             OPS.mxfp6_unpack(p, s, out_dtype),
             f"unpack {out_dtype}",
         )
-    wg = w.cuda()
-    OPS.mxfp6_round_(wg, "floor")
-    assert_bitwise_equal(wg, OPS.mxfp6_round_(w.clone(), "floor"), "round_")
+    wg, wc = w.cuda(), w.clone()
+    assert OPS.mxfp6_round_(wg, "floor") is None
+    OPS.mxfp6_round_(wc, "floor")
+    assert_bitwise_equal(wg, wc, "round_ (GPU vs CPU)")
+    assert not torch.equal(wc, w), "round_ must change a random weight"

@@ -322,7 +322,7 @@ def test_strided_rows(kind, dtype, n, device):
         {k: v.cpu() for k, v in got.items()}, want, f"{kind} strided", vs_reference=True
     )
     # a last dimension with stride 2 (read-only x): copied, same result
-    x2 = torch.stack([x, x], dim=-1).reshape(m, 2 * n)[:, ::2].to(device)
+    x2 = torch.stack([x, x], dim=-1).reshape(m, 2 * n).to(device)[:, ::2]  # slice on the device
     assert x2.stride(-1) == 2
     got2 = call_norm("op", kind, x2, r.to(device), wd)
     assert_outputs_match(

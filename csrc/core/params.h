@@ -74,10 +74,11 @@ struct Fp6LinearParams {
   int64_t m = 0, n = 0, k = 0, x_stride = 0;
   Dtype act = Dtype::kBF16;
   Dtype bias_dtype = Dtype::kFP32;
-  int num_sms = 132;                // of the device, to size the pipeline
+  int num_sms = 132;                // of the device, to size the launch
+  bool clusters = false;            // the device runs thread-block clusters (sm_90+)
   bool force_portable = false;      // tests: run the portable twin of the arch fast path
-  int warps_override = 0;           // benchmarks: warps per CTA (4, 8, 16); 0 = heuristic
-  int rt_override = 0;              // benchmarks: row tiles per CTA (1, 2); 0 = heuristic
+  int warps_override = 0;           // tests/benchmarks: warps per CTA (4, 8); 0 = heuristic
+  int split_override = 0;           // tests/benchmarks: CTAs per cluster splitting K (1, 2, 4, 8)
 };
 
 }  // namespace mxf

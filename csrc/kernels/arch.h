@@ -7,6 +7,11 @@
 #if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS) && MXF_CUDA_ARCH >= 800
 #define MXF_HAS_MMA_PIPE 1
 #endif
+// Thread-block clusters and distributed shared memory (NVIDIA sm_90+). Host code launches a
+// cluster kernel only on such a device; every other build runs clusters of one CTA.
+#if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS) && MXF_CUDA_ARCH >= 900
+#define MXF_HAS_CLUSTER 1
+#endif
 
 namespace mxf::kernels {
 
@@ -68,5 +73,22 @@ MXF_DEV void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint3
   }
 }
 #endif  // MXF_HAS_MMA_PIPE
+
+#if defined(MXF_HAS_CLUSTER)
+// Barrier of every thread of every CTA in the cluster; orders shared-memory writes before it
+// with reads after it, in any CTA of the cluster (release / acquire).
+MXF_DEV void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+}
+// A float at the same shared-memory offset as `local`, in the CTA of cluster rank `rank`.
+MXF_DEV float ld_cluster_f32(const float* local, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+#endif  // MXF_HAS_CLUSTER
 
 }  // namespace mxf::kernels

@@ -1,19 +1,23 @@
 // MXFP6 E2M3 weights: pack / unpack / round (one thread per 32-element group) and the W6A16
 // decode linear.
 //
-// Linear, fast path (NVIDIA sm_80+): a CTA of 4 warps owns kRT row tiles (16 weight rows each)
-// and 16 rows of x; the warps split K by tiles (warp w takes k-tiles w, w+4, ...), stream their
-// packed tiles through a private cp.async ring of kStages slots, and meet once at the end to add
-// their partials in a fixed order. The weights are the A operand of mma.m16n8k16 (rows = output
-// features), x is B (columns = tokens), so decode (M <= 8) uses one n8 block and M <= 16 two.
-// The k order inside an mma is permuted so each lane decodes the six contiguous bytes (8 codes)
-// it owns within a group with byte permutes: lane t of a quad holds codes 8t..8t+7 of a group
-// and pairs them (c0,c4) (c1,c5) (c2,c6) (c3,c7); x is loaded as 8 contiguous values and
-// permuted the same way. Codes decode exactly: the 5 magnitude bits are placed where a bf16
-// (f16) with a small exponent holds them and multiplied by 2^126 (2^14) with the code's sign.
-// Each group's two mma steps start from zero and are scaled by 2^(sb-127) into fp32
-// accumulators. Every row of x runs the same instruction sequence whatever M is, so results
-// are batch invariant.
+// Linear, fast path (NVIDIA sm_80+): a CTA owns one row tile (16 weight rows) and 8 (M <= 8) or
+// 16 rows of x. Its kW warps split the CTA's K range by tiles (warp w takes k-tiles w, w + kW,
+// ...), stream their packed tiles through a private cp.async ring, and meet once at the end to
+// add their partials in a fixed order. On sm_90 the kS CTAs of a thread-block cluster split K
+// into contiguous ranges, so that small N still fills every SM, and add their partials through
+// distributed shared memory in a fixed order. The weights are the A operand of mma.m16n8k16
+// (rows = output features), x is B (columns = tokens), so decode (M <= 8) uses one n8 block and
+// M <= 16 two. The k order inside an mma is permuted so each lane decodes the six contiguous
+// bytes (8 codes) it owns within a group with byte permutes: lane t of a quad holds codes
+// 8t..8t+7 of a group and pairs them (c0,c4) (c1,c5) (c2,c6) (c3,c7); x is loaded as 8
+// contiguous values and permuted the same way. Codes decode exactly: the 5 magnitude bits are
+// placed where a bf16 (f16) with a small exponent holds them and multiplied by 2^126 (2^14) with
+// the code's sign; when every scale of a tile allows it, 2^(sb-127) is folded into that multiply
+// (bf16), otherwise each group's two mma steps start from zero and are scaled in fp32. The launch
+// shape depends on the weight shape only, so every row of x runs the same instruction sequence
+// and summation order whatever M is: results are batch invariant.
+#include <algorithm>
 #include <type_traits>
 
 #include "../core/mxfp6_layout.h"
@@ -28,6 +32,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kTileScaleBytes = kFp6TileRows * kFp6GroupsPerTileRow;   // 64
 constexpr int kTileStageBytes = kFp6TileBytes + kTileScaleBytes;       // 1600
+constexpr int kStages = 4;  // linear: cp.async ring slots per warp, three tiles in flight
 
 unsigned blocks_for(int64_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
 
@@ -95,12 +100,10 @@ MXF_DEV float bias_at(const Fp6LinearParams& p, int64_t n) {
 }
 
 // Portable twin: one output per thread and step, exact-order fp32 sums per group.
-template <int kRT>
-MXF_DEV void linear_portable(const Fp6LinearParams& p, int64_t row0, int64_t m0) {
+MXF_DEV void linear_portable(const Fp6LinearParams& p, int64_t row0, int64_t m0, int rows_x) {
   const int64_t groups = p.k / kMxBlock;
-  constexpr int kRows = 16 * kRT;
-  for (int e = threadIdx.x; e < kRows * 16; e += blockDim.x) {
-    const int64_t n = row0 + e % kRows, m = m0 + e / kRows;
+  for (int e = threadIdx.x; e < kFp6TileRows * rows_x; e += blockDim.x) {
+    const int64_t n = row0 + e % kFp6TileRows, m = m0 + e / kFp6TileRows;
     if (m >= p.m) continue;
     const char* xr = static_cast<const char*>(p.x) + m * p.x_stride * 2;
     float acc = 0.0f;
@@ -124,162 +127,146 @@ MXF_DEV uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {  // (a & b) |
   return d;
 }
 
+// v << s for s >= 0, v >> -s otherwise. The right shift is a multiply-high so that it issues on
+// the FMA pipe like the compiler's left shifts (IMAD.SHL), keeping the integer ALU pipe, which
+// bounds the decode, for the permutes and masks.
+template <int kS>
+MXF_DEV uint32_t shift_by(uint32_t v) {
+  if constexpr (kS >= 0) {
+    return v << kS;
+  } else {
+    return __umulhi(v, 1u << (32 + kS));
+  }
+}
+
 // Eight codes (six bytes, window w0:w1 picked by `sel`) -> four packed pairs of values
 // (c0,c4) (c1,c5) (c2,c6) (c3,c7). The 5 magnitude bits go where a bf16 (f16) with a tiny
 // exponent holds them; one multiply by +-2^e per pair then gives code value * 2^(e - 126) exactly
-// (2^(e - 14) for f16). `pow` holds the exponent field of 2^e in both halves.
+// (2^(e - 14) for f16). `pow` holds the exponent field of 2^e in both halves. Per pair: one
+// permute and two masks on the ALU pipe, two shifts and the multiply on the FMA pipes.
 template <bool kBF16>
 MXF_DEV void decode8(uint32_t w0, uint32_t w1, const uint32_t (&sel)[4], uint32_t pow,
-                     uint32_t sign_mask, uint32_t (&out)[4]) {
-  // After the permute, pair q's code LSBs sit at bits 0/16, 6/22, 4/20, 2/18; shift them to 4/20
-  // (bf16) or 7/23 (f16). The sign (code bit 5) then needs 6 (3) more to reach bit 15/31.
-  constexpr int kShift[4] = {kBF16 ? 4 : 7, kBF16 ? -2 : 1, kBF16 ? 0 : 3, kBF16 ? 2 : 5};
-  constexpr int kSignShift = kBF16 ? 6 : 3;
+                     uint32_t (&out)[4]) {
+  // After the permute, pair q's code LSBs sit at bits 0/16, 6/22, 4/20, 2/18; the magnitude goes
+  // to 4/20 (bf16) or 7/23 (f16), the sign (code bit 5) to 15/31.
   constexpr uint32_t kMag = kBF16 ? 0x01f001f0u : 0x0f800f80u;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const uint32_t v = prmt(w0, w1, sel[q]);
-    const int sh = kShift[q];
-    const uint32_t mag = (sh >= 0 ? (v << sh) : (v >> -sh)) & kMag;
-    const int ssh = sh + kSignShift;
-    const uint32_t mult = lop3_and_or(v << ssh, sign_mask, pow);
-    out[q] = mul2<kBF16>(mag, mult);
-  }
+  constexpr int kPos = kBF16 ? 4 : 7;
+  const uint32_t v0 = prmt(w0, w1, sel[0]), v1 = prmt(w0, w1, sel[1]);
+  const uint32_t v2 = prmt(w0, w1, sel[2]), v3 = prmt(w0, w1, sel[3]);
+  out[0] = mul2<kBF16>(shift_by<kPos - 0>(v0) & kMag, lop3_and_or(v0 << 10, 0x80008000u, pow));
+  out[1] = mul2<kBF16>(shift_by<kPos - 6>(v1) & kMag, lop3_and_or(v1 << 4, 0x80008000u, pow));
+  out[2] = mul2<kBF16>(shift_by<kPos - 4>(v2) & kMag, lop3_and_or(v2 << 6, 0x80008000u, pow));
+  out[3] = mul2<kBF16>(shift_by<kPos - 2>(v3) & kMag, lop3_and_or(v3 << 8, 0x80008000u, pow));
 }
 
 // All four E8M0 bytes of `s` in [1, 128]: then 2^(sb-1) is a normal bf16 and the scale can be
 // folded into the decode multiply (the product is the W6 value, exact in bf16, SPEC §5).
 MXF_DEV bool scales_foldable(uint32_t s) { return ((s - 0x01010101u) & 0x80808080u) == 0; }
 
-// Per-lane state of the x (B operand) stream: this lane's row of each n8 block and whether it
-// exists; the 16 bytes for group j of k-tile tk sit at ptr + tk * 128 + 32 j.
-template <int kNB>
-struct XStream {
-  const uint4* ptr[kNB];
-  bool valid[kNB];
-
-  MXF_DEV void load(int64_t tk, int j, uint4 (&xq)[kNB]) const {
-#pragma unroll
-    for (int nb = 0; nb < kNB; ++nb) {
-      xq[nb] = valid[nb] ? __ldg(ptr[nb] + tk * (kFp6TileCols / 8) + j * 4) : make_uint4(0, 0, 0, 0);
-    }
-  }
-};
-
-// One k-tile (4 groups) of kRT row tiles from the staged ring slot `st`. kFold: scales folded
-// into the decode multiply and a single mma chain; otherwise every group's product starts from
-// zero and is scaled in fp32. x for the tile's first group is in xq on entry; on exit xq holds
-// the next tile's first group (when `more`).
-template <bool kBF16, bool kFold, int kNB, int kRT, int kW>
-MXF_DEV void mma_tile(const uint8_t* st, const XStream<kNB>& xs, int64_t tk, bool more,
-                      uint4 (&xq)[kNB], const uint32_t (&sel)[4], int g, int win,
-                      float (&acc)[kRT][kNB][4]) {
+// One k-tile (4 groups) from the ring slot `st`. kFold: scales folded into the decode multiply
+// and one mma chain; otherwise every group's product starts from zero and is scaled in fp32.
+// xq holds this tile's x on entry (per n8 block and group) and the next tile's on exit when
+// `more`: each group's registers are refilled as soon as they are permuted, so every x load has
+// a whole tile of decode to land in.
+template <bool kBF16, bool kFold, int kNB>
+MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const (&xnext)[kNB],
+                      bool more, const uint32_t (&sel)[4], int g, int win, uint32_t s_lo,
+                      uint32_t s_hi, float (&acc)[kNB][4]) {
   constexpr uint32_t kPowUnscaled = kBF16 ? 0x7e807e80u : 0x74007400u;  // 2^126 / 2^14
-  // Scale bytes of the lane's two rows for the tile's 4 groups. Folded: each byte + 126 (no
-  // carries: every byte is <= 128 on this path) is the bf16 exponent field of 2^(sb-1).
-  uint32_t s_lo[kRT], s_hi[kRT];
-#pragma unroll
-  for (int r = 0; r < kRT; ++r) {
-    const uint8_t* sc = st + r * kTileStageBytes + kFp6TileBytes;
-    s_lo[r] = *reinterpret_cast<const uint32_t*>(sc + g * 4) + (kFold ? 0x7e7e7e7eu : 0u);
-    s_hi[r] = *reinterpret_cast<const uint32_t*>(sc + (g + 8) * 4) + (kFold ? 0x7e7e7e7eu : 0u);
+  // Folded: each byte + 126 (no carries: every byte is <= 128 here) is the bf16 exponent field
+  // of 2^(sb-1).
+  if constexpr (kFold) {
+    s_lo += 0x7e7e7e7eu;
+    s_hi += 0x7e7e7e7eu;
   }
 #pragma unroll
   for (int j = 0; j < kFp6GroupsPerTileRow; ++j) {
-    uint4 xc[kNB];
-#pragma unroll
-    for (int nb = 0; nb < kNB; ++nb) xc[nb] = xq[nb];
-    if (j + 1 < kFp6GroupsPerTileRow) {
-      xs.load(tk, j + 1, xq);
-    } else if (more) {
-      xs.load(tk + kW, 0, xq);
-    }
     uint32_t b[kNB][4];  // x pairs (x0,x4) (x1,x5) (x2,x6) (x3,x7), matching the code pairs
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) {
-      b[nb][0] = prmt(xc[nb].x, xc[nb].z, 0x5410u);
-      b[nb][1] = prmt(xc[nb].x, xc[nb].z, 0x7632u);
-      b[nb][2] = prmt(xc[nb].y, xc[nb].w, 0x5410u);
-      b[nb][3] = prmt(xc[nb].y, xc[nb].w, 0x7632u);
+      const uint4 xc = xq[nb][j];
+      b[nb][0] = prmt(xc.x, xc.z, 0x5410u);
+      b[nb][1] = prmt(xc.x, xc.z, 0x7632u);
+      b[nb][2] = prmt(xc.y, xc.w, 0x5410u);
+      b[nb][3] = prmt(xc.y, xc.w, 0x7632u);
+      if (more) xq[nb][j] = __ldg(xnext[nb] + j * 4);
     }
+    const uint8_t* lo = st + kFp6GroupBytes * (kFp6GroupsPerTileRow * g + j) + win;
+    const uint8_t* hi = lo + kFp6GroupBytes * kFp6GroupsPerTileRow * 8;
+    // Folded: byte j of s (sb + 126) into both halves' exponent field: 2^(sb-1) as bf16x2.
+    const uint32_t kSpread = 0x4040u + 0x0101u * j;  // bytes j, 0, j, 0 (byte 4 = zero)
+    const uint32_t pow_lo = kFold ? prmt(s_lo, 0u, kSpread) << 7 : kPowUnscaled;
+    const uint32_t pow_hi = kFold ? prmt(s_hi, 0u, kSpread) << 7 : kPowUnscaled;
+    uint32_t a_lo[4], a_hi[4];
+    decode8<kBF16>(*reinterpret_cast<const uint32_t*>(lo), *reinterpret_cast<const uint32_t*>(lo + 4),
+                   sel, pow_lo, a_lo);
+    decode8<kBF16>(*reinterpret_cast<const uint32_t*>(hi), *reinterpret_cast<const uint32_t*>(hi + 4),
+                   sel, pow_hi, a_hi);
+    const uint32_t a0[4] = {a_lo[0], a_hi[0], a_lo[1], a_hi[1]};
+    const uint32_t a1[4] = {a_lo[2], a_hi[2], a_lo[3], a_hi[3]};
 #pragma unroll
-    for (int r = 0; r < kRT; ++r) {
-      const uint8_t* lo = st + r * kTileStageBytes +
-                          kFp6GroupBytes * (kFp6GroupsPerTileRow * g + j) + win;
-      const uint8_t* hi = lo + kFp6GroupBytes * kFp6GroupsPerTileRow * 8;
-      // Folded: byte j of s (sb + 126) into both halves' exponent field: 2^(sb-1) as bf16x2.
-      const uint32_t kSpread = 0x4040u + 0x0101u * j;  // bytes j, 0, j, 0 (byte 4 = zero)
-      const uint32_t pow_lo = kFold ? prmt(s_lo[r], 0u, kSpread) << 7 : kPowUnscaled;
-      const uint32_t pow_hi = kFold ? prmt(s_hi[r], 0u, kSpread) << 7 : kPowUnscaled;
-      uint32_t a_lo[4], a_hi[4];
-      decode8<kBF16>(*reinterpret_cast<const uint32_t*>(lo),
-                     *reinterpret_cast<const uint32_t*>(lo + 4), sel, pow_lo, 0x80008000u, a_lo);
-      decode8<kBF16>(*reinterpret_cast<const uint32_t*>(hi),
-                     *reinterpret_cast<const uint32_t*>(hi + 4), sel, pow_hi, 0x80008000u, a_hi);
-      const uint32_t a0[4] = {a_lo[0], a_hi[0], a_lo[1], a_hi[1]};
-      const uint32_t a1[4] = {a_lo[2], a_hi[2], a_lo[3], a_hi[3]};
-#pragma unroll
-      for (int nb = 0; nb < kNB; ++nb) {
-        if constexpr (kFold) {
-          mma_16816<kBF16>(acc[r][nb], a0, b[nb][0], b[nb][1], acc[r][nb]);
-          mma_16816<kBF16>(acc[r][nb], a1, b[nb][2], b[nb][3], acc[r][nb]);
-        } else {
-          const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-          float part[4];
-          mma_16816<kBF16>(part, a0, b[nb][0], b[nb][1], zero);
-          mma_16816<kBF16>(part, a1, b[nb][2], b[nb][3], part);
-          const float f_lo = e8m0_to_f32(static_cast<uint8_t>(s_lo[r] >> (8 * j)));
-          const float f_hi = e8m0_to_f32(static_cast<uint8_t>(s_hi[r] >> (8 * j)));
-          acc[r][nb][0] = fmaf(part[0], f_lo, acc[r][nb][0]);
-          acc[r][nb][1] = fmaf(part[1], f_lo, acc[r][nb][1]);
-          acc[r][nb][2] = fmaf(part[2], f_hi, acc[r][nb][2]);
-          acc[r][nb][3] = fmaf(part[3], f_hi, acc[r][nb][3]);
-        }
+    for (int nb = 0; nb < kNB; ++nb) {
+      if constexpr (kFold) {
+        mma_16816<kBF16>(acc[nb], a0, b[nb][0], b[nb][1], acc[nb]);
+        mma_16816<kBF16>(acc[nb], a1, b[nb][2], b[nb][3], acc[nb]);
+      } else {
+        const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float part[4];
+        mma_16816<kBF16>(part, a0, b[nb][0], b[nb][1], zero);
+        mma_16816<kBF16>(part, a1, b[nb][2], b[nb][3], part);
+        const float f_lo = e8m0_to_f32(static_cast<uint8_t>(s_lo >> (8 * j)));
+        const float f_hi = e8m0_to_f32(static_cast<uint8_t>(s_hi >> (8 * j)));
+        acc[nb][0] = fmaf(part[0], f_lo, acc[nb][0]);
+        acc[nb][1] = fmaf(part[1], f_lo, acc[nb][1]);
+        acc[nb][2] = fmaf(part[2], f_hi, acc[nb][2]);
+        acc[nb][3] = fmaf(part[3], f_hi, acc[nb][3]);
       }
     }
   }
 }
 
-template <Dtype kAct, int kNB, int kStages, int kRT, int kW>
-MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, int64_t m0) {
+// One row tile (16 weight rows) and 8 * kNB rows of x; the kS CTAs of a cluster split K into
+// contiguous ranges and the kW warps of a CTA split theirs by tiles (warp w takes tiles w, w + kW,
+// ...). Each warp streams its packed tiles and their 64 scale bytes through a private cp.async
+// ring; x is read straight from global memory (L2-resident: every CTA reads the same rows).
+// The kS * kW partials meet in shared memory and are added in one fixed order (CTA rank, then
+// warp), reading the other CTAs' shared memory across the cluster.
+template <Dtype kAct, int kNB, int kW, int kS>
+MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, int64_t m0,
+                        int split) {
   constexpr bool kBF16 = kAct == Dtype::kBF16;
-  constexpr int kStageBytes = kRT * kTileStageBytes;
+  constexpr int kSlot = kTileStageBytes;  // one tile and its 64 scale bytes
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t ktiles = p.k / kFp6TileCols, sgroups = p.k / kMxBlock, tn0 = row0 / kFp6TileRows;
-  const int count = static_cast<int>((ktiles - warp + kW - 1) / kW);
-  uint8_t* ring = smem + warp * kStages * kStageBytes;
+  const int64_t ktiles = p.k / kFp6TileCols, sgroups = p.k / kMxBlock;
+  const int64_t t_begin = ktiles * split / kS, t_end = ktiles * (split + 1) / kS;
+  const int64_t tk0 = t_begin + warp;
+  const int count = tk0 < t_end ? static_cast<int>((t_end - tk0 + kW - 1) / kW) : 0;
+  uint8_t* ring = smem + warp * kStages * kSlot;
 
-  // Warp w streams k-tiles w, w + 4, ...: three 16-byte copies per lane per tile plus the
-  // tile's 16 rows x 4 scale bytes.
-  // Issues happen in tile order, so the sources advance by a fixed stride.
-  const uint8_t* src = p.packed + (tn0 * ktiles + warp) * kFp6TileBytes + lane * 16;
-  const uint8_t* ssrc = p.scales + (row0 + (lane & 15)) * sgroups + warp * 4;
-  const int64_t rt_stride = ktiles * kFp6TileBytes, srt_stride = kFp6TileRows * sgroups;
+  // Per tile: three 16-byte copies per lane of packed codes, and one 4-byte copy of a row's four
+  // scale bytes for lanes 0..15. Issues go in tile order, so the sources advance by a fixed stride.
+  const uint8_t* src = p.packed + ((row0 / kFp6TileRows) * ktiles + tk0) * kFp6TileBytes + lane * 16;
+  const uint8_t* ssrc = p.scales + (row0 + (lane & 15)) * sgroups + tk0 * 4;
   const auto issue = [&](int i) {
-    uint8_t* dst = ring + (i % kStages) * kStageBytes + lane * 16;
+    uint8_t* dst = ring + (i % kStages) * kSlot;
 #pragma unroll
-    for (int r = 0; r < kRT; ++r) {
-#pragma unroll
-      for (int q = 0; q < 3; ++q) {
-        cp_async16(dst + r * kTileStageBytes + q * 512, src + r * rt_stride + q * 512);
-      }
-      if (lane < kFp6TileRows) {
-        cp_async4(dst - lane * 12 + r * kTileStageBytes + kFp6TileBytes, ssrc + r * srt_stride);
-      }
-    }
+    for (int q = 0; q < 3; ++q) cp_async16(dst + lane * 16 + q * 512, src + q * 512);
+    if (lane < kFp6TileRows) cp_async4(dst + kFp6TileBytes + lane * 4, ssrc);
     src += kW * kFp6TileBytes;
     ssrc += kW * 4;
   };
 
-  XStream<kNB> xs;
+  // x: lane (g, t) feeds column g of each n8 block with 8 contiguous values per group. Columns
+  // past M read the last real row (their outputs are never stored; mma columns are independent).
+  const uint4* xptr[kNB];
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb) {
-    const int64_t m = m0 + nb * 8 + g;
-    xs.valid[nb] = m < p.m;
-    xs.ptr[nb] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.x) +
-                                                (xs.valid[nb] ? m : 0) * p.x_stride + 8 * t);
+    const int64_t m = m0 + nb * 8 + g < p.m ? m0 + nb * 8 + g : p.m - 1;
+    xptr[nb] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.x) + m * p.x_stride +
+                                              tk0 * kFp6TileCols + 8 * t);
   }
+  constexpr int kXStride = kW * kFp6TileCols / 8;  // uint4 per tile step
 
   // Lane t's six bytes of a group start at byte 6t; w0:w1 are the aligned 8 bytes around them,
   // so for odd t the permute picks bytes two positions further in.
@@ -287,125 +274,213 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   const uint32_t sel[4] = {0x3300u + par, 0x4310u + par, 0x5421u + par, 0x5522u + par};
   const int win = (6 * t) & ~3;
 
-  float acc[kRT][kNB][4];
+  float acc[kNB][4];
 #pragma unroll
-  for (int r = 0; r < kRT; ++r)
+  for (int nb = 0; nb < kNB; ++nb)
 #pragma unroll
-    for (int nb = 0; nb < kNB; ++nb)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[r][nb][i] = 0.0f;
+    for (int i = 0; i < 4; ++i) acc[nb][i] = 0.0f;
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < count) issue(s);
     cp_async_commit();
   }
-  uint4 xq[kNB];
-  if (count > 0) xs.load(warp, 0, xq);
+  uint4 xq[kNB][4];
+#pragma unroll
+  for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) xq[nb][j] = count > 0 ? __ldg(xptr[nb] + j * 4) : make_uint4(0, 0, 0, 0);
+
   for (int i = 0; i < count; ++i) {
     cp_async_wait<kStages - 2>();
     sync_lanes();
     if (i + kStages - 1 < count) issue(i + kStages - 1);
     cp_async_commit();
-    const uint8_t* st = ring + (i % kStages) * kStageBytes;
-    const int64_t tk = warp + static_cast<int64_t>(kW) * i;
+    const uint8_t* st = ring + (i % kStages) * kSlot;
     const bool more = i + 1 < count;
-    bool foldable = kBF16;
+    const uint4* xnext[kNB];
 #pragma unroll
-    for (int r = 0; r < kRT; ++r) {
-      const uint8_t* sc = st + r * kTileStageBytes + kFp6TileBytes;
-      foldable = foldable && scales_foldable(*reinterpret_cast<const uint32_t*>(sc + g * 4)) &&
-                 scales_foldable(*reinterpret_cast<const uint32_t*>(sc + (g + 8) * 4));
+    for (int nb = 0; nb < kNB; ++nb) {
+      xptr[nb] += kXStride;
+      xnext[nb] = xptr[nb];
     }
-    if (__all_sync(0xffffffffu, foldable)) {
-      mma_tile<kBF16, true, kNB, kRT, kW>(st, xs, tk, more, xq, sel, g, win, acc);
+    // Scale bytes of the lane's two rows (g and g + 8) for the tile's 4 groups.
+    const uint32_t s_lo = *reinterpret_cast<const uint32_t*>(st + kFp6TileBytes + g * 4);
+    const uint32_t s_hi = *reinterpret_cast<const uint32_t*>(st + kFp6TileBytes + (g + 8) * 4);
+    if (__all_sync(0xffffffffu, kBF16 && scales_foldable(s_lo) && scales_foldable(s_hi))) {
+      mma_tile<kBF16, true, kNB>(st, xq, xnext, more, sel, g, win, s_lo, s_hi, acc);
     } else {
-      mma_tile<kBF16, false, kNB, kRT, kW>(st, xs, tk, more, xq, sel, g, win, acc);
+      mma_tile<kBF16, false, kNB>(st, xq, xnext, more, sel, g, win, s_lo, s_hi, acc);
     }
   }
   cp_async_wait<0>();
   __syncthreads();
 
-  // Fixed-order sum of the four warps' partials, bias in fp32, one rounding.
-  constexpr int kPer = kRT * kNB * 4;
+  // Partials: red[(warp * kPer + idx) * 32 + lane], idx = nb * 4 + i (the mma's output slots).
+  constexpr int kPer = kNB * 4;
   float* red = reinterpret_cast<float*>(smem);
 #pragma unroll
-  for (int r = 0; r < kRT; ++r)
+  for (int nb = 0; nb < kNB; ++nb)
 #pragma unroll
-    for (int nb = 0; nb < kNB; ++nb)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        red[(warp * kPer + (r * kNB + nb) * 4 + i) * 32 + lane] = acc[r][nb][i];
-      }
+    for (int i = 0; i < 4; ++i) red[(warp * kPer + nb * 4 + i) * 32 + lane] = acc[nb][i];
+#if defined(MXF_HAS_CLUSTER)
+  if constexpr (kS > 1) {
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
+#else
+  static_assert(kS == 1 || sizeof(kAct) > 0, "");
   __syncthreads();
-  for (int e = threadIdx.x; e < kPer * 32; e += (kW * 32)) {
+#endif
+  // CTA `split` finishes the outputs of rows g with g % kS == split: fixed order CTA rank, then
+  // warp; bias in fp32; one rounding.
+  for (int e = threadIdx.x; e < kPer * 32; e += kW * 32) {
     const int idx = e / 32, ln = e % 32;
-    const int r = idx / (kNB * 4), nb = (idx / 4) % kNB, i = idx % 4;
-    const int64_t n = row0 + r * kFp6TileRows + (ln >> 2) + (i >= 2 ? 8 : 0);
+    if ((ln >> 2) % kS != split) continue;
+    const int nb = idx / 4, i = idx % 4;
+    const int64_t n = row0 + (ln >> 2) + (i >= 2 ? 8 : 0);
     const int64_t m = m0 + nb * 8 + 2 * (ln & 3) + (i & 1);
     if (m >= p.m) continue;
-    float v = red[idx * 32 + ln];
+    float part[kS * kW];
 #pragma unroll
-    for (int w = 1; w < kW; ++w) v = add_rn(v, red[(w * kPer + idx) * 32 + ln]);
+    for (int s = 0; s < kS; ++s)
+#pragma unroll
+      for (int w = 0; w < kW; ++w) {
+        const float* at = red + (w * kPer + idx) * 32 + ln;
+#if defined(MXF_HAS_CLUSTER)
+        part[s * kW + w] = kS > 1 ? ld_cluster_f32(at, static_cast<uint32_t>(s)) : *at;
+#else
+        part[s * kW + w] = *at;
+#endif
+      }
+    float v = part[0];
+#pragma unroll
+    for (int q = 1; q < kS * kW; ++q) v = add_rn(v, part[q]);
     store_from_f32(p.out, m * p.n + n, kAct, add_rn(v, bias_at(p, n)));
   }
+#if defined(MXF_HAS_CLUSTER)
+  if constexpr (kS > 1) cluster_sync();  // keep this CTA's partials alive until all have read
+#endif
 }
 #endif  // MXF_HAS_MMA_PIPE
 
-template <Dtype kAct, int kNB, int kStages, int kRT, int kW>
-__global__ void __launch_bounds__(kW * 32, (kNB == 2 ? 16 : 24) / kW) fp6_linear_kernel(const Fp6LinearParams p) {
+// Registers per thread the launch bounds allow: 64 for decode (M <= 8), 96 for two n8 blocks,
+// so that 32 / about 21 warps fit on an SM.
+template <int kNB, int kW>
+constexpr int kMinBlocks = (kNB == 1 ? 32 : 21) / kW;
+
+// Grid: one CTA per (row tile, block of x rows, K split); the kS CTAs of one split form a cluster
+// (consecutive block indices).
+template <Dtype kAct, int kNB, int kW, int kS>
+__global__ void __launch_bounds__(kW * 32, kMinBlocks<kNB, kW>) fp6_linear_kernel(const Fp6LinearParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
-  const int64_t mblocks = (p.m + 15) / 16;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x / mblocks) * kFp6TileRows * kRT;
-  const int64_t m0 = static_cast<int64_t>(blockIdx.x % mblocks) * 16;
+  constexpr int kRowsX = 8 * kNB;
+  const int64_t mblocks = (p.m + kRowsX - 1) / kRowsX;
+  const int64_t unit = blockIdx.x / kS;
+  const int split = static_cast<int>(blockIdx.x % kS);
+  const int64_t row0 = (unit / mblocks) * kFp6TileRows;
+  const int64_t m0 = (unit % mblocks) * kRowsX;
 #if defined(MXF_HAS_MMA_PIPE)
   if (!p.force_portable) {
-    linear_mma<kAct, kNB, kStages, kRT, kW>(p, smem, row0, m0);
+#if !defined(MXF_HAS_CLUSTER)
+    if constexpr (kS > 1) __trap();  // never launched: the host asks for clusters on sm_90+ only
+#endif
+    linear_mma<kAct, kNB, kW, kS>(p, smem, row0, m0, split);
     return;
   }
 #endif
-  linear_portable<kRT>(p, row0, m0);
+  if constexpr (kS == 1) linear_portable(p, row0, m0, kRowsX);
 }
 
-template <Dtype kAct, int kNB, int kStages, int kRT, int kW>
+template <Dtype kAct, int kNB, int kW, int kS>
 error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
-  const int64_t ctas = p.n / (kFp6TileRows * kRT) * ((p.m + 15) / 16);
-  const int smem = kW * kStages * kRT * kTileStageBytes;
-  const auto kernel = fp6_linear_kernel<kAct, kNB, kStages, kRT, kW>;
+  constexpr int kRowsX = 8 * kNB;
+  const int64_t ctas = p.n / kFp6TileRows * ((p.m + kRowsX - 1) / kRowsX) * kS;
+  constexpr int kRing = kW * kStages * kTileStageBytes;
+  constexpr int kRed = kW * kNB * 4 * 32 * 4;
+  constexpr int smem = kRing > kRed ? kRing : kRed;
+  const auto kernel = fp6_linear_kernel<kAct, kNB, kW, kS>;
   const error_t e = set_max_dynamic_smem(kernel, smem);
   if (e != kSuccess) return e;
-  kernel<<<static_cast<unsigned>(ctas), kW * 32, smem, stream>>>(p);
-  return last_error();
+  if constexpr (kS == 1) {
+    kernel<<<static_cast<unsigned>(ctas), kW * 32, smem, stream>>>(p);
+    return last_error();
+  } else {
+#if defined(MXF_CUDA)
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(ctas));
+    cfg.blockDim = dim3(kW * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kS;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, p);
+#else
+    return launch_linear_cfg<kAct, kNB, kW, 1>(p, stream);
+#endif
+  }
 }
 
-// kRT row tiles per CTA share the x stream; warps per CTA split K. Aim for about 32 warps per
-// SM (for one block of 16 rows of x) without giving a warp fewer than ~3 k-tiles to stream.
+// Launch shape from the weight shape only, never from M: every row of x runs the same instruction
+// sequence and the same summation order for any batch size (batch invariance).
+struct LinearShape {
+  int warps, split;
+};
+
+LinearShape linear_shape(const Fp6LinearParams& p) {
+  const int64_t row_tiles = p.n / kFp6TileRows, ktiles = p.k / kFp6TileCols;
+  LinearShape s{4, 1};
+  if (p.clusters && !p.force_portable) {
+    // Pick the K split that best balances CTAs over the SMs: cost ~ the busiest SM's tiles plus a
+    // fixed cost per CTA, with SMs that hold too few warps to hide latency counted as slower.
+    double best = 0.0;
+    for (int split = 1; split <= 8; split *= 2) {
+      if (ktiles < static_cast<int64_t>(split) * s.warps) break;
+      const int64_t units = row_tiles * split;
+      const int64_t per_sm = (units + p.num_sms - 1) / p.num_sms;
+      const double warps_on_sm = static_cast<double>(std::min<int64_t>(per_sm, 8) * s.warps);
+      const double rate = warps_on_sm >= 16.0 ? 1.0 : warps_on_sm / 16.0;
+      const double cost = per_sm * (static_cast<double>(ktiles) / split + 2.0) / rate;
+      if (split == 1 || cost < best * 0.97) {
+        best = cost;
+        s.split = split;
+      }
+    }
+  }
+  if (p.warps_override == 4 || p.warps_override == 8) s.warps = p.warps_override;
+  if (!p.force_portable && p.clusters &&
+      (p.split_override == 1 || p.split_override == 2 || p.split_override == 4 || p.split_override == 8)) {
+    s.split = p.split_override;
+  }
+  if (p.force_portable) s = LinearShape{4, 1};
+  return s;
+}
+
+template <Dtype kAct, int kNB, int kW>
+error_t launch_linear_split(const Fp6LinearParams& p, int split, stream_t stream) {
+  switch (split) {
+    case 8:
+      return launch_linear_cfg<kAct, kNB, kW, 8>(p, stream);
+    case 4:
+      return launch_linear_cfg<kAct, kNB, kW, 4>(p, stream);
+    case 2:
+      return launch_linear_cfg<kAct, kNB, kW, 2>(p, stream);
+    default:
+      return launch_linear_cfg<kAct, kNB, kW, 1>(p, stream);
+  }
+}
+
 template <Dtype kAct, int kNB>
 error_t launch_linear_typed(const Fp6LinearParams& p, stream_t stream) {
-  // The launch shape depends on the weight only, never on M: every row of x runs the same
-  // instruction sequence for any batch size (batch invariance).
-  const int64_t row_tiles = p.n / kFp6TileRows, ktiles = p.k / kFp6TileCols;
-  int rt = p.rt_override;
-  if (rt <= 0) rt = (row_tiles % 2 == 0 && row_tiles / 2 * 8 >= 24LL * p.num_sms) ? 2 : 1;
-  if (row_tiles % rt != 0) rt = 1;
-  const int64_t ctas = row_tiles / rt;
-  int warps = p.warps_override;
-  if (warps <= 0) {
-    warps = 4;
-    while (warps < 16 && ctas * warps * 2 <= 32LL * p.num_sms && ktiles >= 3 * warps * 2) warps *= 2;
-  }
-  if (rt == 2) {
-    return warps >= 8 ? launch_linear_cfg<kAct, kNB, 4, 2, 8>(p, stream)
-                      : launch_linear_cfg<kAct, kNB, 4, 2, 4>(p, stream);
-  }
-  switch (warps) {
-    case 16:
-      return launch_linear_cfg<kAct, kNB, 4, 1, 16>(p, stream);
-    case 8:
-      return launch_linear_cfg<kAct, kNB, 4, 1, 8>(p, stream);
-    default:
-      return launch_linear_cfg<kAct, kNB, 4, 1, 4>(p, stream);
-  }
+  const LinearShape s = linear_shape(p);
+  return s.warps == 8 ? launch_linear_split<kAct, kNB, 8>(p, s.split, stream)
+                      : launch_linear_split<kAct, kNB, 4>(p, s.split, stream);
 }
 
 }  // namespace

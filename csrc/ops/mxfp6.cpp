@@ -85,7 +85,8 @@ bool force_portable() {
   const char* v = std::getenv("MXFUSE_FORCE_PORTABLE");
   return v != nullptr && v[0] == '1';
 }
-// Benchmarks may pin the linear's launch shape (MXFUSE_FP6_WARPS=4|8|16, MXFUSE_FP6_RT=1|2).
+// Tests and benchmarks may pin the linear's launch shape (MXFUSE_FP6_WARPS=4|8,
+// MXFUSE_FP6_SPLIT=1|2|4|8).
 int env_int(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr ? std::atoi(v) : 0;
@@ -206,10 +207,16 @@ at::Tensor mxfp6_linear(const at::Tensor& x, const at::Tensor& packed, const at:
 #ifdef MXF_WITH_GPU
   if (x.is_cuda()) {
     const c10::cuda::OptionalCUDAGuard guard(x.device());
-    p.num_sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+    p.num_sms = prop->multiProcessorCount;
+#if defined(USE_ROCM)
+    p.clusters = false;
+#else
+    p.clusters = prop->major >= 9;
+#endif
     p.force_portable = force_portable();
     p.warps_override = env_int("MXFUSE_FP6_WARPS");
-    p.rt_override = env_int("MXFUSE_FP6_RT");
+    p.split_override = env_int("MXFUSE_FP6_SPLIT");
     C10_CUDA_CHECK(kernels::launch_mxfp6_linear(p, at::cuda::getCurrentCUDAStream()));
     return out;
   }

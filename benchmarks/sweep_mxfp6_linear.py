@@ -1,0 +1,55 @@
+"""Launch-shape sweep of mxfp6_linear (warps per CTA x K split across a cluster), to set the
+heuristic in csrc/kernels/mxfp6.cu from measurements. Same timing as bench_mxfp6_linear.py.
+
+    python benchmarks/sweep_mxfp6_linear.py [--out sweep.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+import mxfuse  # noqa: E402
+
+SHAPES = [(9216, 2048), (2048, 4096), (2560, 6144), (12288, 6144)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="sweep_mxfp6_linear.json")
+    ap.add_argument("--ms", type=int, nargs="*", default=[1, 16])
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    rows = []
+    for n, k in SHAPES:
+        packs = []
+        for _ in range(harness.INPUT_SETS):
+            w = torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * 0.02
+            packs.append(mxfuse.mxfp6_pack(w))
+        for m in args.ms:
+            xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(harness.INPUT_SETS)]
+            line = []
+            for warps in ("0", "4", "8"):
+                for split in ("0", "1", "2", "4", "8") if warps != "0" else ("0",):
+                    os.environ["MXFUSE_FP6_WARPS"], os.environ["MXFUSE_FP6_SPLIT"] = warps, split
+                    us = harness.graph_time_us(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]))
+                    rows.append({"n": n, "k": k, "m": m, "warps": warps, "split": split, "us": us})
+                    line.append(f"{'auto' if warps == '0' else warps + 'w/s' + split}={us:.2f}")
+            print(f"{n}x{k} m={m}: " + " ".join(line), flush=True)
+        del packs
+        torch.cuda.empty_cache()
+    os.environ.pop("MXFUSE_FP6_WARPS")
+    os.environ.pop("MXFUSE_FP6_SPLIT")
+    with open(args.out, "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
