@@ -1,4 +1,4 @@
-"""Launch-shape sweep of mxfp6_linear (warps per CTA x K split across a cluster), to set the
+"""Launch-shape sweep of mxfp6_linear (row tiles per warp x warps per CTA x K split across a cluster), to set the
 heuristic in csrc/kernels/mxfp6.cu from measurements. Same timing as bench_mxfp6_linear.py.
 
     python benchmarks/sweep_mxfp6_linear.py [--out sweep.json]
@@ -19,6 +19,9 @@ import harness  # noqa: E402
 import mxfuse  # noqa: E402
 
 SHAPES = [(9216, 2048), (2048, 4096), (2560, 6144), (12288, 6144)]
+# (row tiles per warp, warps per CTA, K split); "0" = the heuristic's choice.
+CONFIGS = [("0", "0", "0")] + [("1", w, s) for w in ("4", "8") for s in ("1", "2", "4")] + [
+    ("2", w, s) for w in ("4", "8") for s in ("1", "2", "4")]
 
 
 def main() -> None:
@@ -36,17 +39,17 @@ def main() -> None:
         for m in args.ms:
             xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(harness.INPUT_SETS)]
             line = []
-            for warps in ("0", "4", "8"):
-                for split in ("0", "1", "2", "4", "8") if warps != "0" else ("0",):
-                    os.environ["MXFUSE_FP6_WARPS"], os.environ["MXFUSE_FP6_SPLIT"] = warps, split
-                    us = harness.graph_time_us(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]))
-                    rows.append({"n": n, "k": k, "m": m, "warps": warps, "split": split, "us": us})
-                    line.append(f"{'auto' if warps == '0' else warps + 'w/s' + split}={us:.2f}")
+            for rt, warps, split in CONFIGS:
+                os.environ["MXFUSE_FP6_RT"] = rt
+                os.environ["MXFUSE_FP6_WARPS"], os.environ["MXFUSE_FP6_SPLIT"] = warps, split
+                us = harness.graph_time_us(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]))
+                rows.append({"n": n, "k": k, "m": m, "rt": rt, "warps": warps, "split": split, "us": us})
+                line.append(f"{'auto' if rt == '0' else f'r{rt}w{warps}s{split}'}={us:.2f}")
             print(f"{n}x{k} m={m}: " + " ".join(line), flush=True)
         del packs
         torch.cuda.empty_cache()
-    os.environ.pop("MXFUSE_FP6_WARPS")
-    os.environ.pop("MXFUSE_FP6_SPLIT")
+    for v in ("MXFUSE_FP6_RT", "MXFUSE_FP6_WARPS", "MXFUSE_FP6_SPLIT"):
+        os.environ.pop(v)
     with open(args.out, "w") as f:
         json.dump(rows, f, indent=1)
 

@@ -43,11 +43,13 @@ def test_batch_invariant(dtype, n, k):
         assert_bitwise_equal(part, full[:m], f"rows of M={m} vs the same rows in M=1024")
 
 
-@pytest.mark.parametrize("warps", ["4", "8"])
+@pytest.mark.parametrize("rt,warps", [("1", "4"), ("1", "8"), ("2", "4"), ("2", "8")])
 @pytest.mark.parametrize("split", ["1", "2", "4", "8"])
-def test_every_launch_shape_within_bound(warps, split, monkeypatch):
+def test_every_launch_shape_within_bound(rt, warps, split, monkeypatch):
     # split > 1: a cluster of CTAs splits K and adds partials across the cluster; with 8 warps
-    # and split 8 on K = 1024 (8 tiles), most warps own no tile at all.
+    # and split 8 on K = 1024 (8 tiles), most warps own no tile at all. rt 2: two row tiles per
+    # warp (N = 48 has three row tiles, so it falls back to one).
+    monkeypatch.setenv("MXFUSE_FP6_RT", rt)
     monkeypatch.setenv("MXFUSE_FP6_WARPS", warps)
     monkeypatch.setenv("MXFUSE_FP6_SPLIT", split)
     for n, k in ((64, 2048), (256, 1024), (48, 384)):

@@ -78,6 +78,7 @@ struct Fp6LinearParams {
   bool clusters = false;            // the device runs thread-block clusters (sm_90+)
   bool force_portable = false;      // tests: run the portable twin of the arch fast path
   int warps_override = 0;           // tests/benchmarks: warps per CTA (4, 8); 0 = heuristic
+  int rt_override = 0;              // tests/benchmarks: row tiles per warp (1, 2); 0 = heuristic
   int split_override = 0;           // tests/benchmarks: CTAs per cluster splitting K (1, 2, 4, 8)
 };
 

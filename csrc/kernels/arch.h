@@ -81,6 +81,11 @@ MXF_DEV void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
                    : "memory");
 }
+// The same barrier without memory ordering: for "everyone is done reading", where each thread's
+// reads have completed (their values were used) before it arrives.
+MXF_DEV void cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+}
 // A float at the same shared-memory offset as `local`, in the CTA of cluster rank `rank`.
 MXF_DEV float ld_cluster_f32(const float* local, uint32_t rank) {
   uint32_t remote;

@@ -17,7 +17,6 @@
 // (bf16), otherwise each group's two mma steps start from zero and are scaled in fp32. The launch
 // shape depends on the weight shape only, so every row of x runs the same instruction sequence
 // and summation order whatever M is: results are batch invariant.
-#include <algorithm>
 #include <type_traits>
 
 #include "../core/mxfp6_layout.h"
@@ -32,7 +31,12 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kTileScaleBytes = kFp6TileRows * kFp6GroupsPerTileRow;   // 64
 constexpr int kTileStageBytes = kFp6TileBytes + kTileScaleBytes;       // 1600
-constexpr int kStages = 4;  // linear: cp.async ring slots per warp, three tiles in flight
+// Ring slots per warp: three tiles in flight while one decodes for one row tile per warp; with two
+// row tiles per warp, two slots in flight (four warps per CTA) or one (eight warps) keep shared
+// memory for five or three CTAs per SM.
+template <int kRT, int kW>
+constexpr int kStagesFor = kRT == 1 ? 4 : kW == 4 ? 3 : 2;
+
 
 unsigned blocks_for(int64_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
 
@@ -163,21 +167,25 @@ MXF_DEV void decode8(uint32_t w0, uint32_t w1, const uint32_t (&sel)[4], uint32_
 // folded into the decode multiply (the product is the W6 value, exact in bf16, SPEC §5).
 MXF_DEV bool scales_foldable(uint32_t s) { return ((s - 0x01010101u) & 0x80808080u) == 0; }
 
-// One k-tile (4 groups) from the ring slot `st`. kFold: scales folded into the decode multiply
-// and one mma chain; otherwise every group's product starts from zero and is scaled in fp32.
-// xq holds this tile's x on entry (per n8 block and group) and the next tile's on exit when
-// `more`: each group's registers are refilled as soon as they are permuted, so every x load has
-// a whole tile of decode to land in.
-template <bool kBF16, bool kFold, int kNB>
+// One k-tile (4 groups) of kRT row tiles from the ring slot `st`. kFold: scales folded into the
+// decode multiply and one mma chain per row tile; otherwise every group's product starts from
+// zero and is scaled in fp32. xq holds this tile's x on entry (per n8 block and group) and the
+// next tile's on exit when `more`: each group's registers are refilled as soon as they are
+// permuted, so every x load has a whole tile of decode to land in. The x permutes are shared by
+// the kRT row tiles.
+template <bool kBF16, bool kFold, int kNB, int kRT>
 MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const (&xnext)[kNB],
-                      bool more, const uint32_t (&sel)[4], int g, int win, uint32_t s_lo,
-                      uint32_t s_hi, float (&acc)[kNB][4]) {
+                      bool more, const uint32_t (&sel)[4], uint32_t (&s_lo)[kRT],
+                      uint32_t (&s_hi)[kRT], float (&acc)[kRT][kNB][4]) {
   constexpr uint32_t kPowUnscaled = kBF16 ? 0x7e807e80u : 0x74007400u;  // 2^126 / 2^14
   // Folded: each byte + 126 (no carries: every byte is <= 128 here) is the bf16 exponent field
   // of 2^(sb-1).
   if constexpr (kFold) {
-    s_lo += 0x7e7e7e7eu;
-    s_hi += 0x7e7e7e7eu;
+#pragma unroll
+    for (int r = 0; r < kRT; ++r) {
+      s_lo[r] += 0x7e7e7e7eu;
+      s_hi[r] += 0x7e7e7e7eu;
+    }
   }
 #pragma unroll
   for (int j = 0; j < kFp6GroupsPerTileRow; ++j) {
@@ -191,70 +199,86 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
       b[nb][3] = prmt(xc.y, xc.w, 0x7632u);
       if (more) xq[nb][j] = __ldg(xnext[nb] + j * 4);
     }
-    const uint8_t* lo = st + kFp6GroupBytes * (kFp6GroupsPerTileRow * g + j) + win;
-    const uint8_t* hi = lo + kFp6GroupBytes * kFp6GroupsPerTileRow * 8;
-    // Folded: byte j of s (sb + 126) into both halves' exponent field: 2^(sb-1) as bf16x2.
-    const uint32_t kSpread = 0x4040u + 0x0101u * j;  // bytes j, 0, j, 0 (byte 4 = zero)
-    const uint32_t pow_lo = kFold ? prmt(s_lo, 0u, kSpread) << 7 : kPowUnscaled;
-    const uint32_t pow_hi = kFold ? prmt(s_hi, 0u, kSpread) << 7 : kPowUnscaled;
-    uint32_t a_lo[4], a_hi[4];
-    decode8<kBF16>(*reinterpret_cast<const uint32_t*>(lo), *reinterpret_cast<const uint32_t*>(lo + 4),
-                   sel, pow_lo, a_lo);
-    decode8<kBF16>(*reinterpret_cast<const uint32_t*>(hi), *reinterpret_cast<const uint32_t*>(hi + 4),
-                   sel, pow_hi, a_hi);
-    const uint32_t a0[4] = {a_lo[0], a_hi[0], a_lo[1], a_hi[1]};
-    const uint32_t a1[4] = {a_lo[2], a_hi[2], a_lo[3], a_hi[3]};
 #pragma unroll
-    for (int nb = 0; nb < kNB; ++nb) {
-      if constexpr (kFold) {
-        mma_16816<kBF16>(acc[nb], a0, b[nb][0], b[nb][1], acc[nb]);
-        mma_16816<kBF16>(acc[nb], a1, b[nb][2], b[nb][3], acc[nb]);
-      } else {
-        const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        float part[4];
-        mma_16816<kBF16>(part, a0, b[nb][0], b[nb][1], zero);
-        mma_16816<kBF16>(part, a1, b[nb][2], b[nb][3], part);
-        const float f_lo = e8m0_to_f32(static_cast<uint8_t>(s_lo >> (8 * j)));
-        const float f_hi = e8m0_to_f32(static_cast<uint8_t>(s_hi >> (8 * j)));
-        acc[nb][0] = fmaf(part[0], f_lo, acc[nb][0]);
-        acc[nb][1] = fmaf(part[1], f_lo, acc[nb][1]);
-        acc[nb][2] = fmaf(part[2], f_hi, acc[nb][2]);
-        acc[nb][3] = fmaf(part[3], f_hi, acc[nb][3]);
+    for (int r = 0; r < kRT; ++r) {
+      // `st` already points at this lane's row g and window; row g + 8 is 8 rows further.
+      const uint8_t* lo = st + r * kTileStageBytes + kFp6GroupBytes * j;
+      const uint8_t* hi = lo + kFp6GroupBytes * kFp6GroupsPerTileRow * 8;
+      // Folded: byte j of s (sb + 126) into both halves' exponent field: 2^(sb-1) as bf16x2.
+      const uint32_t kSpread = 0x4040u + 0x0101u * j;  // bytes j, 0, j, 0 (byte 4 = zero)
+      const uint32_t pow_lo = kFold ? prmt(s_lo[r], 0u, kSpread) << 7 : kPowUnscaled;
+      const uint32_t pow_hi = kFold ? prmt(s_hi[r], 0u, kSpread) << 7 : kPowUnscaled;
+      uint32_t a_lo[4], a_hi[4];
+      decode8<kBF16>(*reinterpret_cast<const uint32_t*>(lo), *reinterpret_cast<const uint32_t*>(lo + 4),
+                     sel, pow_lo, a_lo);
+      decode8<kBF16>(*reinterpret_cast<const uint32_t*>(hi), *reinterpret_cast<const uint32_t*>(hi + 4),
+                     sel, pow_hi, a_hi);
+      const uint32_t a0[4] = {a_lo[0], a_hi[0], a_lo[1], a_hi[1]};
+      const uint32_t a1[4] = {a_lo[2], a_hi[2], a_lo[3], a_hi[3]};
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) {
+        if constexpr (kFold) {
+          mma_16816<kBF16>(acc[r][nb], a0, b[nb][0], b[nb][1], acc[r][nb]);
+          mma_16816<kBF16>(acc[r][nb], a1, b[nb][2], b[nb][3], acc[r][nb]);
+        } else {
+          const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          float part[4];
+          mma_16816<kBF16>(part, a0, b[nb][0], b[nb][1], zero);
+          mma_16816<kBF16>(part, a1, b[nb][2], b[nb][3], part);
+          const float f_lo = e8m0_to_f32(static_cast<uint8_t>(s_lo[r] >> (8 * j)));
+          const float f_hi = e8m0_to_f32(static_cast<uint8_t>(s_hi[r] >> (8 * j)));
+          acc[r][nb][0] = fmaf(part[0], f_lo, acc[r][nb][0]);
+          acc[r][nb][1] = fmaf(part[1], f_lo, acc[r][nb][1]);
+          acc[r][nb][2] = fmaf(part[2], f_hi, acc[r][nb][2]);
+          acc[r][nb][3] = fmaf(part[3], f_hi, acc[r][nb][3]);
+        }
       }
     }
   }
 }
 
-// One row tile (16 weight rows) and 8 * kNB rows of x; the kS CTAs of a cluster split K into
-// contiguous ranges and the kW warps of a CTA split theirs by tiles (warp w takes tiles w, w + kW,
-// ...). Each warp streams its packed tiles and their 64 scale bytes through a private cp.async
-// ring; x is read straight from global memory (L2-resident: every CTA reads the same rows).
-// The kS * kW partials meet in shared memory and are added in one fixed order (CTA rank, then
-// warp), reading the other CTAs' shared memory across the cluster.
-template <Dtype kAct, int kNB, int kW, int kS>
+// kRT row tiles (16 weight rows each) and 8 * kNB rows of x; the kS CTAs of a cluster split K
+// into contiguous ranges and the kW warps of a CTA split theirs by tiles (warp w takes tiles
+// w, w + kW, ...). Each warp streams its packed tiles and their 64 scale bytes through a private
+// cp.async ring; x is read straight from global memory (L2-resident: every CTA reads the same
+// rows). The kS * kW partials meet in shared memory and are added in one fixed order (CTA rank,
+// then warp), reading the other CTAs' shared memory across the cluster.
+template <Dtype kAct, int kNB, int kRT, int kW, int kS>
 MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, int64_t m0,
                         int split) {
   constexpr bool kBF16 = kAct == Dtype::kBF16;
-  constexpr int kSlot = kTileStageBytes;  // one tile and its 64 scale bytes
+  constexpr int kStages = kStagesFor<kRT, kW>;
+  constexpr int kSlot = kRT * kTileStageBytes;  // kRT tiles and their scale bytes
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
   const int64_t ktiles = p.k / kFp6TileCols, sgroups = p.k / kMxBlock;
   const int64_t t_begin = ktiles * split / kS, t_end = ktiles * (split + 1) / kS;
   const int64_t tk0 = t_begin + warp;
   const int count = tk0 < t_end ? static_cast<int>((t_end - tk0 + kW - 1) / kW) : 0;
-  uint8_t* ring = smem + warp * kStages * kSlot;
+  uint8_t* const ring = smem + warp * kStages * kSlot;
 
-  // Per tile: three 16-byte copies per lane of packed codes, and one 4-byte copy of a row's four
-  // scale bytes for lanes 0..15. Issues go in tile order, so the sources advance by a fixed stride.
+  // Per tile and row tile: three 16-byte copies per lane of packed codes, and one 4-byte copy of
+  // a row's four scale bytes for lanes 0..15. Issues go in tile order, so the sources advance by
+  // a fixed stride.
   const uint8_t* src = p.packed + ((row0 / kFp6TileRows) * ktiles + tk0) * kFp6TileBytes + lane * 16;
   const uint8_t* ssrc = p.scales + (row0 + (lane & 15)) * sgroups + tk0 * 4;
-  const auto issue = [&](int i) {
-    uint8_t* dst = ring + (i % kStages) * kSlot;
+  const int64_t rt_stride = ktiles * kFp6TileBytes, srt_stride = kFp6TileRows * sgroups;
+  uint8_t* const dst0 = ring + lane * 16;
+  uint8_t* const sdst0 = ring + kFp6TileBytes + (lane & 15) * 4;
+  int issue_slot = 0;
+  const auto issue = [&]() {
+    const int off = issue_slot * kSlot;
 #pragma unroll
-    for (int q = 0; q < 3; ++q) cp_async16(dst + lane * 16 + q * 512, src + q * 512);
-    if (lane < kFp6TileRows) cp_async4(dst + kFp6TileBytes + lane * 4, ssrc);
+    for (int r = 0; r < kRT; ++r) {
+#pragma unroll
+      for (int q = 0; q < 3; ++q) {
+        cp_async16(dst0 + off + r * kTileStageBytes + q * 512, src + r * rt_stride + q * 512);
+      }
+      if (lane < kFp6TileRows) cp_async4(sdst0 + off + r * kTileStageBytes, ssrc + r * srt_stride);
+    }
     src += kW * kFp6TileBytes;
     ssrc += kW * 4;
+    issue_slot = issue_slot + 1 == kStages ? 0 : issue_slot + 1;
   };
 
   // x: lane (g, t) feeds column g of each n8 block with 8 contiguous values per group. Columns
@@ -272,17 +296,21 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   // so for odd t the permute picks bytes two positions further in.
   const uint32_t par = (t & 1) ? 0x2222u : 0u;
   const uint32_t sel[4] = {0x3300u + par, 0x4310u + par, 0x5421u + par, 0x5522u + par};
-  const int win = (6 * t) & ~3;
+  // This lane's codes of row g in a slot, and its scale words of rows g and g + 8.
+  const int lane_codes = kFp6GroupBytes * kFp6GroupsPerTileRow * g + ((6 * t) & ~3);
+  const int lane_scale_lo = kFp6TileBytes + g * 4, lane_scale_hi = kFp6TileBytes + (g + 8) * 4;
 
-  float acc[kNB][4];
+  float acc[kRT][kNB][4];
 #pragma unroll
-  for (int nb = 0; nb < kNB; ++nb)
+  for (int r = 0; r < kRT; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[nb][i] = 0.0f;
+    for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[r][nb][i] = 0.0f;
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < count) issue(s);
+    if (s < count) issue();
     cp_async_commit();
   }
   uint4 xq[kNB][4];
@@ -291,12 +319,14 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
 #pragma unroll
     for (int j = 0; j < 4; ++j) xq[nb][j] = count > 0 ? __ldg(xptr[nb] + j * 4) : make_uint4(0, 0, 0, 0);
 
+  int slot = 0;
   for (int i = 0; i < count; ++i) {
     cp_async_wait<kStages - 2>();
     sync_lanes();
-    if (i + kStages - 1 < count) issue(i + kStages - 1);
+    if (i + kStages - 1 < count) issue();
     cp_async_commit();
-    const uint8_t* st = ring + (i % kStages) * kSlot;
+    const uint8_t* st = ring + slot * kSlot;
+    slot = slot + 1 == kStages ? 0 : slot + 1;
     const bool more = i + 1 < count;
     const uint4* xnext[kNB];
 #pragma unroll
@@ -304,25 +334,33 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
       xptr[nb] += kXStride;
       xnext[nb] = xptr[nb];
     }
-    // Scale bytes of the lane's two rows (g and g + 8) for the tile's 4 groups.
-    const uint32_t s_lo = *reinterpret_cast<const uint32_t*>(st + kFp6TileBytes + g * 4);
-    const uint32_t s_hi = *reinterpret_cast<const uint32_t*>(st + kFp6TileBytes + (g + 8) * 4);
-    if (__all_sync(0xffffffffu, kBF16 && scales_foldable(s_lo) && scales_foldable(s_hi))) {
-      mma_tile<kBF16, true, kNB>(st, xq, xnext, more, sel, g, win, s_lo, s_hi, acc);
+    // Scale bytes of the lane's two rows (g and g + 8) of each row tile for the tile's 4 groups.
+    uint32_t s_lo[kRT], s_hi[kRT];
+    bool fold = kBF16;
+#pragma unroll
+    for (int r = 0; r < kRT; ++r) {
+      s_lo[r] = *reinterpret_cast<const uint32_t*>(st + r * kTileStageBytes + lane_scale_lo);
+      s_hi[r] = *reinterpret_cast<const uint32_t*>(st + r * kTileStageBytes + lane_scale_hi);
+      fold = fold && scales_foldable(s_lo[r]) && scales_foldable(s_hi[r]);
+    }
+    if (__all_sync(0xffffffffu, fold)) {
+      mma_tile<kBF16, true, kNB, kRT>(st + lane_codes, xq, xnext, more, sel, s_lo, s_hi, acc);
     } else {
-      mma_tile<kBF16, false, kNB>(st, xq, xnext, more, sel, g, win, s_lo, s_hi, acc);
+      mma_tile<kBF16, false, kNB, kRT>(st + lane_codes, xq, xnext, more, sel, s_lo, s_hi, acc);
     }
   }
   cp_async_wait<0>();
   __syncthreads();
 
-  // Partials: red[(warp * kPer + idx) * 32 + lane], idx = nb * 4 + i (the mma's output slots).
-  constexpr int kPer = kNB * 4;
+  // Partials: red[(warp * kPer + idx) * 32 + lane], idx = (r * kNB + nb) * 4 + i (mma slots).
+  constexpr int kPer = kRT * kNB * 4;
   float* red = reinterpret_cast<float*>(smem);
 #pragma unroll
-  for (int nb = 0; nb < kNB; ++nb)
+  for (int r = 0; r < kRT; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) red[(warp * kPer + nb * 4 + i) * 32 + lane] = acc[nb][i];
+    for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[(warp * kPer + (r * kNB + nb) * 4 + i) * 32 + lane] = acc[r][nb][i];
 #if defined(MXF_HAS_CLUSTER)
   if constexpr (kS > 1) {
     cluster_sync();
@@ -330,7 +368,6 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
     __syncthreads();
   }
 #else
-  static_assert(kS == 1 || sizeof(kAct) > 0, "");
   __syncthreads();
 #endif
   // CTA `split` finishes the outputs of rows g with g % kS == split: fixed order CTA rank, then
@@ -338,8 +375,8 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   for (int e = threadIdx.x; e < kPer * 32; e += kW * 32) {
     const int idx = e / 32, ln = e % 32;
     if ((ln >> 2) % kS != split) continue;
-    const int nb = idx / 4, i = idx % 4;
-    const int64_t n = row0 + (ln >> 2) + (i >= 2 ? 8 : 0);
+    const int r = idx / (kNB * 4), nb = (idx / 4) % kNB, i = idx % 4;
+    const int64_t n = row0 + r * kFp6TileRows + (ln >> 2) + (i >= 2 ? 8 : 0);
     const int64_t m = m0 + nb * 8 + 2 * (ln & 3) + (i & 1);
     if (m >= p.m) continue;
     float part[kS * kW];
@@ -360,47 +397,56 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
     store_from_f32(p.out, m * p.n + n, kAct, add_rn(v, bias_at(p, n)));
   }
 #if defined(MXF_HAS_CLUSTER)
-  if constexpr (kS > 1) cluster_sync();  // keep this CTA's partials alive until all have read
+  if constexpr (kS > 1) cluster_sync_relaxed();  // keep this CTA's partials alive until all have read
 #endif
 }
 #endif  // MXF_HAS_MMA_PIPE
 
-// Registers per thread the launch bounds allow: 64 for decode (M <= 8), 96 for two n8 blocks,
-// so that 32 / about 21 warps fit on an SM.
-template <int kNB, int kW>
-constexpr int kMinBlocks = (kNB == 1 ? 32 : 21) / kW;
+// Registers per thread the launch bounds allow: 64 for one row tile and one n8 block (32 warps
+// per SM), about 96 for two row tiles or two n8 blocks (85 with eight warps, so that three CTAs
+// fit), 128 for both.
+template <int kNB, int kRT, int kW>
+constexpr int kMinBlocks = kRT == 2 && kW == 8 ? 3 : (kNB * kRT == 1 ? 32 : kNB * kRT == 2 ? 21 : 16) / kW;
 
-// Grid: one CTA per (row tile, block of x rows, K split); the kS CTAs of one split form a cluster
-// (consecutive block indices).
-template <Dtype kAct, int kNB, int kW, int kS>
-__global__ void __launch_bounds__(kW * 32, kMinBlocks<kNB, kW>) fp6_linear_kernel(const Fp6LinearParams p) {
+template <int kNB, int kRT, int kW>
+constexpr int linear_smem_bytes() {
+  constexpr int ring = kW * kStagesFor<kRT, kW> * kRT * kTileStageBytes;
+  constexpr int red = kW * kRT * kNB * 4 * 32 * 4;
+  return ring > red ? ring : red;
+}
+
+// Grid: one CTA per (kRT row tiles, block of x rows, K split); the kS CTAs of one split form a
+// cluster (consecutive block indices).
+template <Dtype kAct, int kNB, int kRT, int kW, int kS>
+__global__ void __launch_bounds__(kW * 32, kMinBlocks<kNB, kRT, kW>)
+    fp6_linear_kernel(const Fp6LinearParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kRowsX = 8 * kNB;
   const int64_t mblocks = (p.m + kRowsX - 1) / kRowsX;
   const int64_t unit = blockIdx.x / kS;
   const int split = static_cast<int>(blockIdx.x % kS);
-  const int64_t row0 = (unit / mblocks) * kFp6TileRows;
+  const int64_t row0 = (unit / mblocks) * kFp6TileRows * kRT;
   const int64_t m0 = (unit % mblocks) * kRowsX;
 #if defined(MXF_HAS_MMA_PIPE)
   if (!p.force_portable) {
 #if !defined(MXF_HAS_CLUSTER)
     if constexpr (kS > 1) __trap();  // never launched: the host asks for clusters on sm_90+ only
 #endif
-    linear_mma<kAct, kNB, kW, kS>(p, smem, row0, m0, split);
+    linear_mma<kAct, kNB, kRT, kW, kS>(p, smem, row0, m0, split);
     return;
   }
 #endif
-  if constexpr (kS == 1) linear_portable(p, row0, m0, kRowsX);
+  if constexpr (kS == 1) {
+    for (int r = 0; r < kRT; ++r) linear_portable(p, row0 + r * kFp6TileRows, m0, kRowsX);
+  }
 }
 
-template <Dtype kAct, int kNB, int kW, int kS>
+template <Dtype kAct, int kNB, int kRT, int kW, int kS>
 error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
   constexpr int kRowsX = 8 * kNB;
-  const int64_t ctas = p.n / kFp6TileRows * ((p.m + kRowsX - 1) / kRowsX) * kS;
-  constexpr int kRing = kW * kStages * kTileStageBytes;
-  constexpr int kRed = kW * kNB * 4 * 32 * 4;
-  constexpr int smem = kRing > kRed ? kRing : kRed;
-  const auto kernel = fp6_linear_kernel<kAct, kNB, kW, kS>;
+  const int64_t ctas = p.n / (kFp6TileRows * kRT) * ((p.m + kRowsX - 1) / kRowsX) * kS;
+  constexpr int smem = linear_smem_bytes<kNB, kRT, kW>();
+  const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kS>;
   const error_t e = set_max_dynamic_smem(kernel, smem);
   if (e != kSuccess) return e;
   if constexpr (kS == 1) {
@@ -422,7 +468,7 @@ error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
     cfg.numAttrs = 1;
     return cudaLaunchKernelEx(&cfg, kernel, p);
 #else
-    return launch_linear_cfg<kAct, kNB, kW, 1>(p, stream);
+    return launch_linear_cfg<kAct, kNB, kRT, kW, 1>(p, stream);
 #endif
   }
 }
@@ -430,57 +476,62 @@ error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
 // Launch shape from the weight shape only, never from M: every row of x runs the same instruction
 // sequence and the same summation order for any batch size (batch invariance).
 struct LinearShape {
-  int warps, split;
+  int rt, warps, split;  // row tiles per warp, warps per CTA, CTAs per cluster splitting K
 };
 
 LinearShape linear_shape(const Fp6LinearParams& p) {
-  const int64_t row_tiles = p.n / kFp6TileRows, ktiles = p.k / kFp6TileCols;
-  LinearShape s{4, 1};
-  if (p.clusters && !p.force_portable) {
-    // Pick the K split that best balances CTAs over the SMs: cost ~ the busiest SM's tiles plus a
-    // fixed cost per CTA, with SMs that hold too few warps to hide latency counted as slower.
-    double best = 0.0;
-    for (int split = 1; split <= 8; split *= 2) {
-      if (ktiles < static_cast<int64_t>(split) * s.warps) break;
-      const int64_t units = row_tiles * split;
-      const int64_t per_sm = (units + p.num_sms - 1) / p.num_sms;
-      const double warps_on_sm = static_cast<double>(std::min<int64_t>(per_sm, 8) * s.warps);
-      const double rate = warps_on_sm >= 16.0 ? 1.0 : warps_on_sm / 16.0;
-      const double cost = per_sm * (static_cast<double>(ktiles) / split + 2.0) / rate;
-      if (split == 1 || cost < best * 0.97) {
-        best = cost;
-        s.split = split;
-      }
-    }
+  // Measured on the H200 (benchmarks/sweep_mxfp6_linear.py): one wave of CTAs that all stream
+  // for the whole kernel beats more, shorter CTAs (each later wave pays the load latency again),
+  // so the shape aims for as many resident warps as the weight's row tiles allow:
+  //   >= 4 row tiles per SM: two row tiles per warp (x and loop overhead shared), 4 warps;
+  //   >= 1 per SM: one row tile per warp, 4 warps, K split over a cluster of 2 below 2 per SM;
+  //   fewer: 8 warps, and K split over a cluster as far as the SMs and K allow.
+  // The same shape serves M <= 8 and M <= 16 (one summation order: batch invariance).
+  const int64_t row_tiles = p.n / kFp6TileRows, ktiles = p.k / kFp6TileCols, sms = p.num_sms;
+  LinearShape s{1, 4, 1};
+  if (row_tiles >= 4 * sms && row_tiles % 2 == 0) {
+    s.rt = 2;
+  } else if (row_tiles >= sms) {
+    s.split = row_tiles < 2 * sms ? 2 : 1;
+  } else {
+    s.warps = 8;
+    while (s.split < 8 && row_tiles * s.split * 2 <= sms) s.split *= 2;
   }
+  // Every warp should own at least two k-tiles.
+  while (s.split > 1 && ktiles < 2LL * s.split * s.warps) s.split /= 2;
+  if (s.warps == 8 && ktiles < 2LL * s.split * s.warps) s.warps = 4;
+  if (p.rt_override == 1 || (p.rt_override == 2 && row_tiles % 2 == 0)) s.rt = p.rt_override;
   if (p.warps_override == 4 || p.warps_override == 8) s.warps = p.warps_override;
-  if (!p.force_portable && p.clusters &&
-      (p.split_override == 1 || p.split_override == 2 || p.split_override == 4 || p.split_override == 8)) {
+  if (p.split_override == 1 || p.split_override == 2 || p.split_override == 4 || p.split_override == 8) {
     s.split = p.split_override;
   }
-  if (p.force_portable) s = LinearShape{4, 1};
+  if (!p.clusters || p.force_portable) s.split = 1;
   return s;
 }
 
-template <Dtype kAct, int kNB, int kW>
+template <Dtype kAct, int kNB, int kRT, int kW>
 error_t launch_linear_split(const Fp6LinearParams& p, int split, stream_t stream) {
   switch (split) {
     case 8:
-      return launch_linear_cfg<kAct, kNB, kW, 8>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, 8>(p, stream);
     case 4:
-      return launch_linear_cfg<kAct, kNB, kW, 4>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, 4>(p, stream);
     case 2:
-      return launch_linear_cfg<kAct, kNB, kW, 2>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, 2>(p, stream);
     default:
-      return launch_linear_cfg<kAct, kNB, kW, 1>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, 1>(p, stream);
   }
 }
 
 template <Dtype kAct, int kNB>
 error_t launch_linear_typed(const Fp6LinearParams& p, stream_t stream) {
   const LinearShape s = linear_shape(p);
-  return s.warps == 8 ? launch_linear_split<kAct, kNB, 8>(p, s.split, stream)
-                      : launch_linear_split<kAct, kNB, 4>(p, s.split, stream);
+  if (s.rt == 2) {
+    return s.warps == 8 ? launch_linear_split<kAct, kNB, 2, 8>(p, s.split, stream)
+                        : launch_linear_split<kAct, kNB, 2, 4>(p, s.split, stream);
+  }
+  return s.warps == 8 ? launch_linear_split<kAct, kNB, 1, 8>(p, s.split, stream)
+                      : launch_linear_split<kAct, kNB, 1, 4>(p, s.split, stream);
 }
 
 }  // namespace

@@ -85,7 +85,7 @@ bool force_portable() {
   const char* v = std::getenv("MXFUSE_FORCE_PORTABLE");
   return v != nullptr && v[0] == '1';
 }
-// Tests and benchmarks may pin the linear's launch shape (MXFUSE_FP6_WARPS=4|8,
+// Tests and benchmarks may pin the linear's launch shape (MXFUSE_FP6_RT=1|2, MXFUSE_FP6_WARPS=4|8,
 // MXFUSE_FP6_SPLIT=1|2|4|8).
 int env_int(const char* name) {
   const char* v = std::getenv(name);
@@ -217,6 +217,7 @@ at::Tensor mxfp6_linear(const at::Tensor& x, const at::Tensor& packed, const at:
     p.force_portable = force_portable();
     p.warps_override = env_int("MXFUSE_FP6_WARPS");
     p.split_override = env_int("MXFUSE_FP6_SPLIT");
+    p.rt_override = env_int("MXFUSE_FP6_RT");
     C10_CUDA_CHECK(kernels::launch_mxfp6_linear(p, at::cuda::getCurrentCUDAStream()));
     return out;
   }
