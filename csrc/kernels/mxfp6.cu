@@ -418,13 +418,13 @@ constexpr int linear_smem_bytes() {
 // Grid: one CTA per (kRT row tiles, block of x rows, K split); the kS CTAs of one split form a
 // cluster (consecutive block indices).
 template <Dtype kAct, int kNB, int kRT, int kW, int kS>
-__global__ void __launch_bounds__(kW * 32, kMinBlocks<kNB, kRT, kW>)
+__global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
     fp6_linear_kernel(const Fp6LinearParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kRowsX = 8 * kNB;
   const int64_t mblocks = (p.m + kRowsX - 1) / kRowsX;
   const int64_t unit = blockIdx.x / kS;
-  const int split = static_cast<int>(blockIdx.x % kS);
+  [[maybe_unused]] const int split = static_cast<int>(blockIdx.x % kS);
   const int64_t row0 = (unit / mblocks) * kFp6TileRows * kRT;
   const int64_t m0 = (unit % mblocks) * kRowsX;
 #if defined(MXF_HAS_MMA_PIPE)
