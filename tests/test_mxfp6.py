@@ -21,6 +21,19 @@ from mxfuse import reference as ref
 pytestmark = requires_mxfp6
 
 
+
+def assert_same_packing(packed, scales, want_p, want_s, unpack_want):
+    """packed/scales equal the wanted ones bit for bit, and so do their unpacked values (each
+    output dtype; the wanted side unpacked with `unpack_want`)."""
+    assert_bitwise_equal(packed, want_p, "packed")
+    assert_bitwise_equal(scales, want_s, "scales")
+    for out_dtype in (torch.bfloat16, torch.float16, torch.float32):
+        assert_bitwise_equal(
+            OPS.mxfp6_unpack(packed, scales, out_dtype),
+            unpack_want(want_p, want_s, out_dtype),
+            f"unpack {out_dtype}",
+        )
+
 def weight(n, k, dtype, seed):
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(n, k, generator=g) * 0.05
@@ -39,14 +52,7 @@ def test_pack_unpack_round_match_reference(dtype, shape, rule, device):
     w = weight(*shape, dtype, shape[1])
     want_p, want_s = ref.mxfp6_pack(w, rule)
     packed, scales = OPS.mxfp6_pack(w.to(device), rule)
-    assert_bitwise_equal(packed, want_p, "packed")
-    assert_bitwise_equal(scales, want_s, "scales")
-    for out_dtype in (torch.bfloat16, torch.float16, torch.float32):
-        assert_bitwise_equal(
-            OPS.mxfp6_unpack(packed, scales, out_dtype),
-            ref.mxfp6_unpack(want_p, want_s, out_dtype),
-            f"unpack {out_dtype}",
-        )
+    assert_same_packing(packed, scales, want_p, want_s, ref.mxfp6_unpack)
     wr = w.to(device).clone()
     ptr = wr.data_ptr()
     OPS.mxfp6_round_(wr, rule)
@@ -152,14 +158,7 @@ def test_gpu_pack_unpack_round_equal_cpu(dtype):
     w = weight(512, 4096, dtype, 7)
     p, s = OPS.mxfp6_pack(w, "floor")
     pg, sg = OPS.mxfp6_pack(w.cuda(), "floor")
-    assert_bitwise_equal(pg, p, "packed")
-    assert_bitwise_equal(sg, s, "scales")
-    for out_dtype in (torch.bfloat16, torch.float16, torch.float32):
-        assert_bitwise_equal(
-            OPS.mxfp6_unpack(pg, sg, out_dtype),
-            OPS.mxfp6_unpack(p, s, out_dtype),
-            f"unpack {out_dtype}",
-        )
+    assert_same_packing(pg, sg, p, s, OPS.mxfp6_unpack)
     wg, wc = w.cuda(), w.clone()
     assert OPS.mxfp6_round_(wg, "floor") is None
     OPS.mxfp6_round_(wc, "floor")

@@ -42,6 +42,18 @@ unsigned blocks_for(int64_t items) { return static_cast<unsigned>((items + kThre
 
 // ---- pack / round / unpack ----------------------------------------------------------------
 
+// The 32 values a group holds (codes with scale byte sb), stored at `out` as `dtype`.
+MXF_DEV void store_group_values(const uint8_t (&codes)[kMxBlock], uint8_t sb, char* out, Dtype dtype,
+                                bool vec) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    Chunk8 y;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) y.v[i] = e2m3_dequantize(codes[c * 8 + i], sb);
+    store_chunk(out, c, kMxBlock, dtype, vec, y);
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) fp6_pack_kernel(const Fp6PackParams p, bool vec) {
   const int64_t groups = p.k / kMxBlock;
   const int64_t gid = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -67,14 +79,8 @@ __global__ void __launch_bounds__(kThreads) fp6_pack_kernel(const Fp6PackParams 
     for (int i = 0; i < kFp6GroupBytes; ++i) dst[i] = bytes[i];
   }
   if (p.rounded != nullptr) {
-    char* out = static_cast<char*>(p.rounded) + (row * p.w_stride + grp * kMxBlock) * esz;
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      Chunk8 y;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) y.v[i] = e2m3_dequantize(codes[c * 8 + i], sb);
-      store_chunk(out, c, kMxBlock, p.dtype, vec, y);
-    }
+    store_group_values(codes, sb, static_cast<char*>(p.rounded) + (row * p.w_stride + grp * kMxBlock) * esz,
+                       p.dtype, vec);
   }
 }
 
@@ -87,14 +93,8 @@ __global__ void __launch_bounds__(kThreads) fp6_unpack_kernel(const Fp6UnpackPar
   fp6_unpack_group(p.packed + fp6_group_offset(row, grp, p.k), codes);
   const uint8_t sb = p.scales[gid];
   const int64_t esz = p.out_dtype == Dtype::kFP32 ? 4 : 2;
-  char* out = static_cast<char*>(p.out) + (row * p.k + grp * kMxBlock) * esz;
-#pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    Chunk8 y;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) y.v[i] = e2m3_dequantize(codes[c * 8 + i], sb);
-    store_chunk(out, c, kMxBlock, p.out_dtype, true, y);
-  }
+  store_group_values(codes, sb, static_cast<char*>(p.out) + (row * p.k + grp * kMxBlock) * esz, p.out_dtype,
+                     true);
 }
 
 // ---- linear ---------------------------------------------------------------------------------
@@ -166,6 +166,26 @@ MXF_DEV void decode8(uint32_t w0, uint32_t w1, const uint32_t (&sel)[4], uint32_
 // All four E8M0 bytes of `s` in [1, 128]: then 2^(sb-1) is a normal bf16 and the scale can be
 // folded into the decode multiply (the product is the W6 value, exact in bf16, SPEC §5).
 MXF_DEV bool scales_foldable(uint32_t s) { return ((s - 0x01010101u) & 0x80808080u) == 0; }
+
+// The kS CTAs of a cluster (kS = 1: this CTA alone) as one group: a barrier over all of them,
+// and a float at the same shared-memory offset in the group's CTA of rank `rank`.
+template <int kS>
+MXF_DEV void group_sync() {
+#if defined(MXF_HAS_CLUSTER)
+  if constexpr (kS > 1) {
+    cluster_sync();
+    return;
+  }
+#endif
+  __syncthreads();
+}
+template <int kS>
+MXF_DEV float ld_group_f32(const float* local, int rank) {
+#if defined(MXF_HAS_CLUSTER)
+  if constexpr (kS > 1) return ld_cluster_f32(local, static_cast<uint32_t>(rank));
+#endif
+  return *local;
+}
 
 // One k-tile (4 groups) of kRT row tiles from the ring slot `st`. kFold: scales folded into the
 // decode multiply and one mma chain per row tile; otherwise every group's product starts from
@@ -328,12 +348,8 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
     const uint8_t* st = ring + slot * kSlot;
     slot = slot + 1 == kStages ? 0 : slot + 1;
     const bool more = i + 1 < count;
-    const uint4* xnext[kNB];
 #pragma unroll
-    for (int nb = 0; nb < kNB; ++nb) {
-      xptr[nb] += kXStride;
-      xnext[nb] = xptr[nb];
-    }
+    for (int nb = 0; nb < kNB; ++nb) xptr[nb] += kXStride;  // now the next tile's x
     // Scale bytes of the lane's two rows (g and g + 8) of each row tile for the tile's 4 groups.
     uint32_t s_lo[kRT], s_hi[kRT];
     bool fold = kBF16;
@@ -344,9 +360,9 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
       fold = fold && scales_foldable(s_lo[r]) && scales_foldable(s_hi[r]);
     }
     if (__all_sync(0xffffffffu, fold)) {
-      mma_tile<kBF16, true, kNB, kRT>(st + lane_codes, xq, xnext, more, sel, s_lo, s_hi, acc);
+      mma_tile<kBF16, true, kNB, kRT>(st + lane_codes, xq, xptr, more, sel, s_lo, s_hi, acc);
     } else {
-      mma_tile<kBF16, false, kNB, kRT>(st + lane_codes, xq, xnext, more, sel, s_lo, s_hi, acc);
+      mma_tile<kBF16, false, kNB, kRT>(st + lane_codes, xq, xptr, more, sel, s_lo, s_hi, acc);
     }
   }
   cp_async_wait<0>();
@@ -361,15 +377,7 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
     for (int nb = 0; nb < kNB; ++nb)
 #pragma unroll
       for (int i = 0; i < 4; ++i) red[(warp * kPer + (r * kNB + nb) * 4 + i) * 32 + lane] = acc[r][nb][i];
-#if defined(MXF_HAS_CLUSTER)
-  if constexpr (kS > 1) {
-    cluster_sync();
-  } else {
-    __syncthreads();
-  }
-#else
-  __syncthreads();
-#endif
+  group_sync<kS>();
   // CTA `split` finishes the outputs of rows g with g % kS == split: fixed order CTA rank, then
   // warp; bias in fp32; one rounding.
   for (int e = threadIdx.x; e < kPer * 32; e += kW * 32) {
@@ -384,12 +392,7 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
     for (int s = 0; s < kS; ++s)
 #pragma unroll
       for (int w = 0; w < kW; ++w) {
-        const float* at = red + (w * kPer + idx) * 32 + ln;
-#if defined(MXF_HAS_CLUSTER)
-        part[s * kW + w] = kS > 1 ? ld_cluster_f32(at, static_cast<uint32_t>(s)) : *at;
-#else
-        part[s * kW + w] = *at;
-#endif
+        part[s * kW + w] = ld_group_f32<kS>(red + (w * kPer + idx) * 32 + ln, s);
       }
     float v = part[0];
 #pragma unroll
