@@ -60,6 +60,43 @@ def test_every_launch_shape_within_bound(rt, warps, split, monkeypatch):
         assert_bitwise_equal(alone[0], got[-1], "last row alone vs in the batch")
 
 
+def adversarial_packed(n, k, seed):
+    """Random packed bytes (every byte pattern is a valid set of codes, so all 64 codes occur,
+    both zeros, subnormal codes and +-7.5 included) with E8M0 scales: even row tiles only in
+    [1, 128] (the fast path folds the scale into the decode), odd row tiles in [0, 160] (the
+    fast path scales each group's fp32 partial)."""
+    gen = torch.Generator().manual_seed(seed)
+    packed = torch.randint(0, 256, (n // 16, k // 128, 1536), generator=gen, dtype=torch.uint8)
+    scales = torch.randint(0, 161, (n, k // 32), generator=gen, dtype=torch.uint8)
+    fold = torch.randint(1, 129, (n, k // 32), generator=gen, dtype=torch.uint8)
+    even = (torch.arange(n) // 16 % 2 == 0).unsqueeze(1)
+    return packed.cuda(), torch.where(even, fold, scales).cuda()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    "shape", [None, ("1", "4", "1"), ("2", "4", "1"), ("2", "8", "1"), ("1", "8", "2"), ("2", "8", "2")],
+    ids=lambda s: "heuristic" if s is None else f"rt{s[0]}w{s[1]}s{s[2]}",
+)
+def test_identity_x_gives_every_weight_exactly(dtype, shape, monkeypatch):
+    # x = I: out[m, n] = W6[n, m] is one product by 1 plus exact zeros, so every decoded weight
+    # must come out exactly (one rounding of the fp32 value to the output dtype; +0 == -0).
+    # This checks the fast path's bit-level decode of every code at every lane position, both
+    # scale paths, the M <= 8 kernel (8-row slices) and the M <= 16 kernel (the full batch).
+    if shape is not None:
+        for name, v in zip(("RT", "WARPS", "SPLIT"), shape):
+            monkeypatch.setenv(f"MXFUSE_FP6_{name}", v)
+    n, k = 64, 512
+    packed, scales = adversarial_packed(n, k, 21)
+    want = OPS.mxfp6_unpack(packed, scales, torch.float32).t().to(dtype)
+    eye = torch.eye(k, dtype=dtype, device="cuda")
+    got = OPS.mxfp6_linear(eye, packed, scales)
+    assert torch.equal(got, want), f"M={k}: {(got != want).sum().item()} weights differ"
+    for m0 in range(0, k, 8):
+        got8 = OPS.mxfp6_linear(eye[m0:m0 + 8], packed, scales)
+        assert torch.equal(got8, want[m0:m0 + 8]), f"rows {m0}..{m0 + 7}: M <= 8 kernel differs"
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_portable_twin_within_bound(dtype, monkeypatch):
     packed, scales, w6 = packed_on_gpu(320, 1024, dtype, 5)

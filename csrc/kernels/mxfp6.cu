@@ -1,10 +1,11 @@
 // MXFP6 E2M3 weights: pack / unpack / round (one thread per 32-element group) and the W6A16
 // decode linear.
 //
-// Linear, fast path (NVIDIA sm_80+): a CTA owns one row tile (16 weight rows) and 8 (M <= 8) or
-// 16 rows of x. Its kW warps split the CTA's K range by tiles (warp w takes k-tiles w, w + kW,
-// ...), stream their packed tiles through a private cp.async ring, and meet once at the end to
-// add their partials in a fixed order. On sm_90 the kS CTAs of a thread-block cluster split K
+// Linear, fast path (NVIDIA sm_80+): a CTA owns one or two row tiles (16 weight rows each) and 8
+// (M <= 8) or 16 rows of x. Its warps split the CTA's K range by tiles (virtual warp v of kVW
+// takes k-tiles v, v + kVW, ...; a warp runs one or two virtual warps' chains), stream their
+// packed tiles through a private cp.async ring, and meet once at the end to add their partials
+// in a fixed order. On sm_90 the kS CTAs of a thread-block cluster split K
 // into contiguous ranges, so that small N still fills every SM, and add their partials through
 // distributed shared memory in a fixed order. The weights are the A operand of mma.m16n8k16
 // (rows = output features), x is B (columns = tokens), so decode (M <= 8) uses one n8 block and
@@ -32,10 +33,12 @@ constexpr int kThreads = 256;
 constexpr int kTileScaleBytes = kFp6TileRows * kFp6GroupsPerTileRow;   // 64
 constexpr int kTileStageBytes = kFp6TileBytes + kTileScaleBytes;       // 1600
 // Ring slots per warp: three tiles in flight while one decodes for one row tile per warp; with two
-// row tiles per warp, two slots in flight (four warps per CTA) or one (eight warps) keep shared
-// memory for five or three CTAs per SM.
-template <int kRT, int kW>
-constexpr int kStagesFor = kRT == 1 ? 4 : kW == 4 ? 3 : 2;
+// row tiles per warp, two slots in flight (four warps per CTA) or one (eight warps, or four warps
+// of two chains each) keep shared memory for five or three CTAs per SM. The two-chain kernel
+// (M <= 16) was measured on the H200 with both: one slot in flight and the L1 cache the smaller
+// rings leave to x was 3% faster at 12288 x 6144 and 5% at 9216 x 2048.
+template <int kRT, int kW, int kV>
+constexpr int kStagesFor = kRT == 1 ? 4 : kW == 4 && kV == 1 ? 3 : 2;
 
 
 unsigned blocks_for(int64_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
@@ -143,24 +146,67 @@ MXF_DEV uint32_t shift_by(uint32_t v) {
   }
 }
 
-// Eight codes (six bytes, window w0:w1 picked by `sel`) -> four packed pairs of values
-// (c0,c4) (c1,c5) (c2,c6) (c3,c7). The 5 magnitude bits go where a bf16 (f16) with a tiny
-// exponent holds them; one multiply by +-2^e per pair then gives code value * 2^(e - 126) exactly
-// (2^(e - 14) for f16). `pow` holds the exponent field of 2^e in both halves. Per pair: one
-// permute and two masks on the ALU pipe, two shifts and the multiply on the FMA pipes.
-template <bool kBF16>
-MXF_DEV void decode8(uint32_t w0, uint32_t w1, const uint32_t (&sel)[4], uint32_t pow,
-                     uint32_t (&out)[4]) {
-  // After the permute, pair q's code LSBs sit at bits 0/16, 6/22, 4/20, 2/18; the magnitude goes
-  // to 4/20 (bf16) or 7/23 (f16), the sign (code bit 5) to 15/31.
-  constexpr uint32_t kMag = kBF16 ? 0x01f001f0u : 0x0f800f80u;
-  constexpr int kPos = kBF16 ? 4 : 7;
-  const uint32_t v0 = prmt(w0, w1, sel[0]), v1 = prmt(w0, w1, sel[1]);
-  const uint32_t v2 = prmt(w0, w1, sel[2]), v3 = prmt(w0, w1, sel[3]);
-  out[0] = mul2<kBF16>(shift_by<kPos - 0>(v0) & kMag, lop3_and_or(v0 << 10, 0x80008000u, pow));
-  out[1] = mul2<kBF16>(shift_by<kPos - 6>(v1) & kMag, lop3_and_or(v1 << 4, 0x80008000u, pow));
-  out[2] = mul2<kBF16>(shift_by<kPos - 4>(v2) & kMag, lop3_and_or(v2 << 6, 0x80008000u, pow));
-  out[3] = mul2<kBF16>(shift_by<kPos - 2>(v3) & kMag, lop3_and_or(v3 << 8, 0x80008000u, pow));
+// a * b + c and hi32(a * b) + c, written as multiplies so that they issue on the FMA pipe (IMAD)
+// and not as shift-and-add on the integer ALU pipe, which bounds the decode.
+MXF_DEV uint32_t mad_lo(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("mad.lo.u32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+MXF_DEV uint32_t mad_hi(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("mad.hi.u32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+// Eight codes (six bytes b0..b5 of the window w0:w1, starting at byte `par` = 0 or 2) -> four
+// packed pairs of values (c0,c4) (c1,c5) (c2,c6) (c3,c7). The 5 magnitude bits go where a bf16
+// (f16) with a tiny exponent holds them, the sign (code bit 5) to bit 15 of each half; one
+// multiply by 2^e per pair then gives code value * 2^(e - 126) exactly (2^(e - 14) for f16).
+// `pow` holds the exponent field of 2^e in both halves (sign bit clear).
+//
+// bf16: the magnitude sits 6 bits below the sign in the code, and bf16 wants it at bits 4..8 with
+// the sign at 15: 6 bits apart too. So a pair's code, isolated by one mask, is moved by a single
+// multiply that adds two shifted copies of it (code at bits 4..9 and at 10..15 of each half; the
+// copies cannot overlap or carry), and one more mask keeps bits 4..8 of the first and 15 of the
+// second. Codes c0, c3, c4, c7 each lie within one byte, so one permute serves two pairs:
+// 5 instructions per pair (4 for two of them) instead of 6 (kSpread), but a longer dependency
+// chain per pair. Measured on the H200 (docs/PERF_NOTES.md), the spread form is faster where
+// registers are tight (two n8 blocks) and slower with one n8 block; both give the same bits.
+template <bool kBF16, bool kSpread>
+MXF_DEV void decode8(uint32_t w0, uint32_t w1, uint32_t par, uint32_t pow, uint32_t (&out)[4]) {
+  if constexpr (kBF16 && kSpread) {
+    constexpr uint32_t kKeep = 0x81f081f0u;  // sign and magnitude of both halves
+    // [b0, b2, b3, b5]: c0 at bits 0..5, c3 at 10..15, c4 at 16..21, c7 at 26..31.
+    const uint32_t v03 = prmt(w0, w1, 0x5320u + par);
+    const uint32_t v1 = prmt(w0, w1, 0x4310u + par);  // [b0, b1, b3, b4]: c1 at 6..11, c5 at 22..27
+    const uint32_t v2 = prmt(w0, w1, 0x5421u + par);  // [b1, b2, b4, b5]: c2 at 4..9, c6 at 20..25
+    const uint32_t c0 = v03 & 0x003f003fu, c3 = v03 & 0xfc00fc00u;
+    const uint32_t c1 = v1 & 0x0fc00fc0u, c2 = v2 & 0x03f003f0u;
+    // The right shifts are multiply-highs by 2^(32 - s) + 1: the + 1 adds c * 2^-32 < 1 to a
+    // product whose low word is zero (c has no bits below s), so the result is exact, and it keeps
+    // ptxas from turning them into LEA.HI on the ALU pipe.
+    const uint32_t m0 = mad_lo(c0, (1u << 4) + (1u << 10), 0u);  // c << 4 + c << 10
+    const uint32_t m1 = mad_lo(mad_hi(c1, (1u << 30) + 1u, 0u), 1u + (1u << 6), 0u);  // c >> 2, then as c2
+    const uint32_t m2 = mad_lo(c2, 1u + (1u << 6), 0u);  // c + c << 6
+    const uint32_t m3 = mad_hi(c3, (1u << 26) + 1u, c3);  // c >> 6 + c
+    out[0] = mul2<true>(m0 & kKeep, pow);
+    out[1] = mul2<true>(m1 & kKeep, pow);
+    out[2] = mul2<true>(m2 & kKeep, pow);
+    out[3] = mul2<true>(m3 & kKeep, pow);
+  } else {
+    // f16 wants the magnitude at bits 7..11: only 3 bits below the sign, so the two copies would
+    // overlap. Magnitude and sign are shifted and masked separately; after the permute, pair q's
+    // code LSBs sit at bits 0/16, 6/22, 4/20, 2/18.
+    constexpr uint32_t kMag = kBF16 ? 0x01f001f0u : 0x0f800f80u;
+    constexpr int kPos = kBF16 ? 4 : 7;
+    const uint32_t v0 = prmt(w0, w1, 0x3300u + par), v1 = prmt(w0, w1, 0x4310u + par);
+    const uint32_t v2 = prmt(w0, w1, 0x5421u + par), v3 = prmt(w0, w1, 0x5522u + par);
+    out[0] = mul2<kBF16>(shift_by<kPos - 0>(v0) & kMag, lop3_and_or(v0 << 10, 0x80008000u, pow));
+    out[1] = mul2<kBF16>(shift_by<kPos - 6>(v1) & kMag, lop3_and_or(v1 << 4, 0x80008000u, pow));
+    out[2] = mul2<kBF16>(shift_by<kPos - 4>(v2) & kMag, lop3_and_or(v2 << 6, 0x80008000u, pow));
+    out[3] = mul2<kBF16>(shift_by<kPos - 2>(v3) & kMag, lop3_and_or(v3 << 8, 0x80008000u, pow));
+  }
 }
 
 // All four E8M0 bytes of `s` in [1, 128]: then 2^(sb-1) is a normal bf16 and the scale can be
@@ -195,7 +241,7 @@ MXF_DEV float ld_group_f32(const float* local, int rank) {
 // the kRT row tiles.
 template <bool kBF16, bool kFold, int kNB, int kRT>
 MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const (&xnext)[kNB],
-                      bool more, const uint32_t (&sel)[4], uint32_t (&s_lo)[kRT],
+                      bool more, uint32_t par, uint32_t (&s_lo)[kRT],
                       uint32_t (&s_hi)[kRT], float (&acc)[kRT][kNB][4]) {
   constexpr uint32_t kPowUnscaled = kBF16 ? 0x7e807e80u : 0x74007400u;  // 2^126 / 2^14
   // Folded: each byte + 126 (no carries: every byte is <= 128 here) is the bf16 exponent field
@@ -225,14 +271,15 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
       const uint8_t* lo = st + r * kTileStageBytes + kFp6GroupBytes * j;
       const uint8_t* hi = lo + kFp6GroupBytes * kFp6GroupsPerTileRow * 8;
       // Folded: byte j of s (sb + 126) into both halves' exponent field: 2^(sb-1) as bf16x2.
-      const uint32_t kSpread = 0x4040u + 0x0101u * j;  // bytes j, 0, j, 0 (byte 4 = zero)
-      const uint32_t pow_lo = kFold ? prmt(s_lo[r], 0u, kSpread) << 7 : kPowUnscaled;
-      const uint32_t pow_hi = kFold ? prmt(s_hi[r], 0u, kSpread) << 7 : kPowUnscaled;
+      const uint32_t sel = 0x4040u + 0x0101u * j;  // bytes j, 0, j, 0 (byte 4 = zero)
+      const uint32_t pow_lo = kFold ? prmt(s_lo[r], 0u, sel) << 7 : kPowUnscaled;
+      const uint32_t pow_hi = kFold ? prmt(s_hi[r], 0u, sel) << 7 : kPowUnscaled;
       uint32_t a_lo[4], a_hi[4];
-      decode8<kBF16>(*reinterpret_cast<const uint32_t*>(lo), *reinterpret_cast<const uint32_t*>(lo + 4),
-                     sel, pow_lo, a_lo);
-      decode8<kBF16>(*reinterpret_cast<const uint32_t*>(hi), *reinterpret_cast<const uint32_t*>(hi + 4),
-                     sel, pow_hi, a_hi);
+      constexpr bool kSpreadDecode = kNB == 2;
+      decode8<kBF16, kSpreadDecode>(*reinterpret_cast<const uint32_t*>(lo),
+                                    *reinterpret_cast<const uint32_t*>(lo + 4), par, pow_lo, a_lo);
+      decode8<kBF16, kSpreadDecode>(*reinterpret_cast<const uint32_t*>(hi),
+                                    *reinterpret_cast<const uint32_t*>(hi + 4), par, pow_hi, a_hi);
       const uint32_t a0[4] = {a_lo[0], a_hi[0], a_lo[1], a_hi[1]};
       const uint32_t a1[4] = {a_lo[2], a_hi[2], a_lo[3], a_hi[3]};
 #pragma unroll
@@ -257,36 +304,55 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
   }
 }
 
-// kRT row tiles (16 weight rows each) and 8 * kNB rows of x; the kS CTAs of a cluster split K
-// into contiguous ranges and the kW warps of a CTA split theirs by tiles (warp w takes tiles
-// w, w + kW, ...). Each warp streams its packed tiles and their 64 scale bytes through a private
-// cp.async ring; x is read straight from global memory (L2-resident: every CTA reads the same
-// rows). The kS * kW partials meet in shared memory and are added in one fixed order (CTA rank,
-// then warp), reading the other CTAs' shared memory across the cluster.
-template <Dtype kAct, int kNB, int kRT, int kW, int kS>
+// kRT row tiles (16 weight rows each) and 8 * kNB rows of x. The summation order is fixed by kS
+// and kVW = kW * kV "virtual warps": the kS CTAs of a cluster split K into contiguous ranges,
+// and virtual warp v sums tiles v, v + kVW, ... of its CTA's range in one fp32 mma chain. Warp w
+// runs the chains of virtual warps w, w + kW, ... one after the other (kV > 1 lets a kernel with
+// more accumulator registers per warp keep the order of one with more warps). Each warp streams
+// its packed tiles and their 64 scale bytes through a private cp.async ring (without a break
+// between chains); x is read straight from global memory (L2-resident: every CTA reads the same
+// rows). The kS * kVW partials meet in shared memory and are added in one fixed order (CTA rank,
+// then virtual warp), reading the other CTAs' shared memory across the cluster.
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS>
 MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, int64_t m0,
                         int split) {
   constexpr bool kBF16 = kAct == Dtype::kBF16;
-  constexpr int kStages = kStagesFor<kRT, kW>;
+  constexpr int kStages = kStagesFor<kRT, kW, kV>;
   constexpr int kSlot = kRT * kTileStageBytes;  // kRT tiles and their scale bytes
+  constexpr int kVW = kW * kV;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
   const int64_t ktiles = p.k / kFp6TileCols, sgroups = p.k / kMxBlock;
   const int64_t t_begin = ktiles * split / kS, t_end = ktiles * (split + 1) / kS;
+  // The warp's stream of tiles: chain 0 (tiles tk0, tk0 + kVW, ...), then for kV = 2 chain 1
+  // (tk0 + kW, tk0 + kW + kVW, ...), which starts at position `first1`. Pointers step kVW tiles,
+  // and `jump` tiles from the last tile of chain 0 to the first of chain 1.
+  static_assert(kV == 1 || kV == 2, "one or two chains per warp");
   const int64_t tk0 = t_begin + warp;
-  const int count = tk0 < t_end ? static_cast<int>((t_end - tk0 + kW - 1) / kW) : 0;
+  const auto chain_count = [&](int64_t v0) {
+    return v0 < t_end ? static_cast<int>((t_end - v0 + kVW - 1) / kVW) : 0;
+  };
+  const int cnt0 = chain_count(tk0);
+  const int count = cnt0 + (kV > 1 ? chain_count(tk0 + kW) : 0);
+  const int first1 = kV > 1 ? cnt0 : count;  // no chain 1: never reached
+  const int jump = kW - kVW * (cnt0 - 1);
+  const auto step_at = [&](int f) { return kV > 1 && f == first1 ? jump : kVW; };  // tile f-1 -> f
   uint8_t* const ring = smem + warp * kStages * kSlot;
 
   // Per tile and row tile: three 16-byte copies per lane of packed codes, and one 4-byte copy of
-  // a row's four scale bytes for lanes 0..15. Issues go in tile order, so the sources advance by
-  // a fixed stride.
+  // a row's four scale bytes for lanes 0..15. Issues go in stream order (position f).
   const uint8_t* src = p.packed + ((row0 / kFp6TileRows) * ktiles + tk0) * kFp6TileBytes + lane * 16;
   const uint8_t* ssrc = p.scales + (row0 + (lane & 15)) * sgroups + tk0 * 4;
   const int64_t rt_stride = ktiles * kFp6TileBytes, srt_stride = kFp6TileRows * sgroups;
   uint8_t* const dst0 = ring + lane * 16;
   uint8_t* const sdst0 = ring + kFp6TileBytes + (lane & 15) * 4;
   int issue_slot = 0;
-  const auto issue = [&]() {
+  const auto issue = [&](int f) {
+    if (f > 0) {
+      const int d = step_at(f);
+      src += d * kFp6TileBytes;
+      ssrc += d * 4;
+    }
     const int off = issue_slot * kSlot;
 #pragma unroll
     for (int r = 0; r < kRT; ++r) {
@@ -296,8 +362,6 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
       }
       if (lane < kFp6TileRows) cp_async4(sdst0 + off + r * kTileStageBytes, ssrc + r * srt_stride);
     }
-    src += kW * kFp6TileBytes;
-    ssrc += kW * 4;
     issue_slot = issue_slot + 1 == kStages ? 0 : issue_slot + 1;
   };
 
@@ -310,27 +374,48 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
     xptr[nb] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.x) + m * p.x_stride +
                                               tk0 * kFp6TileCols + 8 * t);
   }
-  constexpr int kXStride = kW * kFp6TileCols / 8;  // uint4 per tile step
+  constexpr int kXTile = kFp6TileCols / 8;  // uint4 per k-tile
 
   // Lane t's six bytes of a group start at byte 6t; w0:w1 are the aligned 8 bytes around them,
-  // so for odd t the permute picks bytes two positions further in.
+  // so for odd t the permutes pick bytes two positions further in.
   const uint32_t par = (t & 1) ? 0x2222u : 0u;
-  const uint32_t sel[4] = {0x3300u + par, 0x4310u + par, 0x5421u + par, 0x5522u + par};
   // This lane's codes of row g in a slot, and its scale words of rows g and g + 8.
   const int lane_codes = kFp6GroupBytes * kFp6GroupsPerTileRow * g + ((6 * t) & ~3);
   const int lane_scale_lo = kFp6TileBytes + g * 4, lane_scale_hi = kFp6TileBytes + (g + 8) * 4;
 
+  // Partials: partial_of(v)[idx * 32 + lane] for virtual warp v, idx = (r * kNB + nb) * 4 + i
+  // (mma slots). The last chain of each warp (v >= kW * (kV - 1)) reuses the rings' memory after
+  // the last tile; chain 0 of a two-chain warp ends while other warps still stream, so its
+  // partials sit after the rings (kW * kPer floats: as little shared memory as possible, which
+  // leaves the L1 cache, that x is read through, larger).
+  constexpr int kPer = kRT * kNB * 4;
+  float* const red_ring = reinterpret_cast<float*>(smem);
+  float* const red_extra = reinterpret_cast<float*>(smem + kW * kStages * kSlot);
+  const auto partial_of = [&](int v) {
+    return kV > 1 && v < kW ? red_extra + v * kPer * 32 : red_ring + (v - (kV - 1) * kW) * kPer * 32;
+  };
   float acc[kRT][kNB][4];
+  const auto zero_acc = [&]() {
 #pragma unroll
-  for (int r = 0; r < kRT; ++r)
+    for (int r = 0; r < kRT; ++r)
 #pragma unroll
-    for (int nb = 0; nb < kNB; ++nb)
+      for (int nb = 0; nb < kNB; ++nb)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[r][nb][i] = 0.0f;
+        for (int i = 0; i < 4; ++i) acc[r][nb][i] = 0.0f;
+  };
+  const auto store_acc = [&](int v) {
+#pragma unroll
+    for (int r = 0; r < kRT; ++r)
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) partial_of(v)[((r * kNB + nb) * 4 + i) * 32 + lane] = acc[r][nb][i];
+  };
+  zero_acc();
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < count) issue();
+    if (s < count) issue(s);
     cp_async_commit();
   }
   uint4 xq[kNB][4];
@@ -343,13 +428,14 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   for (int i = 0; i < count; ++i) {
     cp_async_wait<kStages - 2>();
     sync_lanes();
-    if (i + kStages - 1 < count) issue();
+    if (i + kStages - 1 < count) issue(i + kStages - 1);
     cp_async_commit();
     const uint8_t* st = ring + slot * kSlot;
     slot = slot + 1 == kStages ? 0 : slot + 1;
     const bool more = i + 1 < count;
+    const int xstep = step_at(i + 1) * kXTile;
 #pragma unroll
-    for (int nb = 0; nb < kNB; ++nb) xptr[nb] += kXStride;  // now the next tile's x
+    for (int nb = 0; nb < kNB; ++nb) xptr[nb] += xstep;  // now the next tile's x
     // Scale bytes of the lane's two rows (g and g + 8) of each row tile for the tile's 4 groups.
     uint32_t s_lo[kRT], s_hi[kRT];
     bool fold = kBF16;
@@ -360,26 +446,22 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
       fold = fold && scales_foldable(s_lo[r]) && scales_foldable(s_hi[r]);
     }
     if (__all_sync(0xffffffffu, fold)) {
-      mma_tile<kBF16, true, kNB, kRT>(st + lane_codes, xq, xptr, more, sel, s_lo, s_hi, acc);
+      mma_tile<kBF16, true, kNB, kRT>(st + lane_codes, xq, xptr, more, par, s_lo, s_hi, acc);
     } else {
-      mma_tile<kBF16, false, kNB, kRT>(st + lane_codes, xq, xptr, more, sel, s_lo, s_hi, acc);
+      mma_tile<kBF16, false, kNB, kRT>(st + lane_codes, xq, xptr, more, par, s_lo, s_hi, acc);
+    }
+    if (kV > 1 && i + 1 == cnt0) {  // chain 0 ends: its partial goes out, chain 1 starts from zero
+      store_acc(warp);
+      zero_acc();
     }
   }
   cp_async_wait<0>();
-  __syncthreads();
-
-  // Partials: red[(warp * kPer + idx) * 32 + lane], idx = (r * kNB + nb) * 4 + i (mma slots).
-  constexpr int kPer = kRT * kNB * 4;
-  float* red = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int r = 0; r < kRT; ++r)
-#pragma unroll
-    for (int nb = 0; nb < kNB; ++nb)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) red[(warp * kPer + (r * kNB + nb) * 4 + i) * 32 + lane] = acc[r][nb][i];
+  if (kV > 1 && cnt0 == 0) store_acc(warp);  // no tiles at all: chain 0's partial is zero (so is chain 1's)
+  __syncthreads();  // the last chains' partials overwrite the rings
+  store_acc(warp + (kV - 1) * kW);
   group_sync<kS>();
   // CTA `split` finishes the outputs of rows g with g % kS == split: fixed order CTA rank, then
-  // warp; bias in fp32; one rounding.
+  // virtual warp; bias in fp32; one rounding.
   for (int e = threadIdx.x; e < kPer * 32; e += kW * 32) {
     const int idx = e / 32, ln = e % 32;
     if ((ln >> 2) % kS != split) continue;
@@ -387,16 +469,16 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
     const int64_t n = row0 + r * kFp6TileRows + (ln >> 2) + (i >= 2 ? 8 : 0);
     const int64_t m = m0 + nb * 8 + 2 * (ln & 3) + (i & 1);
     if (m >= p.m) continue;
-    float part[kS * kW];
+    float part[kS * kVW];
 #pragma unroll
     for (int s = 0; s < kS; ++s)
 #pragma unroll
-      for (int w = 0; w < kW; ++w) {
-        part[s * kW + w] = ld_group_f32<kS>(red + (w * kPer + idx) * 32 + ln, s);
+      for (int w = 0; w < kVW; ++w) {
+        part[s * kVW + w] = ld_group_f32<kS>(partial_of(w) + idx * 32 + ln, s);
       }
     float v = part[0];
 #pragma unroll
-    for (int q = 1; q < kS * kW; ++q) v = add_rn(v, part[q]);
+    for (int q = 1; q < kS * kVW; ++q) v = add_rn(v, part[q]);
     store_from_f32(p.out, m * p.n + n, kAct, add_rn(v, bias_at(p, n)));
   }
 #if defined(MXF_HAS_CLUSTER)
@@ -411,16 +493,18 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
 template <int kNB, int kRT, int kW>
 constexpr int kMinBlocks = kRT == 2 && kW == 8 ? 3 : (kNB * kRT == 1 ? 32 : kNB * kRT == 2 ? 21 : 16) / kW;
 
-template <int kNB, int kRT, int kW>
+// Rings, and the partials of the kW * kV virtual warps: the last chain's in the rings' memory, the
+// first chain's after them when there are two.
+template <int kNB, int kRT, int kW, int kV>
 constexpr int linear_smem_bytes() {
-  constexpr int ring = kW * kStagesFor<kRT, kW> * kRT * kTileStageBytes;
-  constexpr int red = kW * kRT * kNB * 4 * 32 * 4;
-  return ring > red ? ring : red;
+  constexpr int ring = kW * kStagesFor<kRT, kW, kV> * kRT * kTileStageBytes;
+  constexpr int red = kW * kRT * kNB * 4 * 32 * 4;  // one chain per warp
+  return (ring > red ? ring : red) + (kV > 1 ? red : 0);
 }
 
 // Grid: one CTA per (kRT row tiles, block of x rows, K split); the kS CTAs of one split form a
 // cluster (consecutive block indices).
-template <Dtype kAct, int kNB, int kRT, int kW, int kS>
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS>
 __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
     fp6_linear_kernel(const Fp6LinearParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -435,7 +519,7 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
 #if !defined(MXF_HAS_CLUSTER)
     if constexpr (kS > 1) __trap();  // never launched: the host asks for clusters on sm_90+ only
 #endif
-    linear_mma<kAct, kNB, kRT, kW, kS>(p, smem, row0, m0, split);
+    linear_mma<kAct, kNB, kRT, kW, kV, kS>(p, smem, row0, m0, split);
     return;
   }
 #endif
@@ -444,12 +528,12 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
   }
 }
 
-template <Dtype kAct, int kNB, int kRT, int kW, int kS>
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS>
 error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
   constexpr int kRowsX = 8 * kNB;
   const int64_t ctas = p.n / (kFp6TileRows * kRT) * ((p.m + kRowsX - 1) / kRowsX) * kS;
-  constexpr int smem = linear_smem_bytes<kNB, kRT, kW>();
-  const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kS>;
+  constexpr int smem = linear_smem_bytes<kNB, kRT, kW, kV>();
+  const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS>;
   const error_t e = set_max_dynamic_smem(kernel, smem);
   if (e != kSuccess) return e;
   if constexpr (kS == 1) {
@@ -471,7 +555,7 @@ error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
     cfg.numAttrs = 1;
     return cudaLaunchKernelEx(&cfg, kernel, p);
 #else
-    return launch_linear_cfg<kAct, kNB, kRT, kW, 1>(p, stream);
+    return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1>(p, stream);
 #endif
   }
 }
@@ -479,21 +563,26 @@ error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
 // Launch shape from the weight shape only, never from M: every row of x runs the same instruction
 // sequence and the same summation order for any batch size (batch invariance).
 struct LinearShape {
-  int rt, warps, split;  // row tiles per warp, warps per CTA, CTAs per cluster splitting K
+  // Row tiles per warp, warps per CTA (the summation order: a kernel may run them as fewer warps
+  // with several chains each), CTAs per cluster splitting K.
+  int rt, warps, split;
 };
 
 LinearShape linear_shape(const Fp6LinearParams& p) {
   // Measured on the H200 (benchmarks/sweep_mxfp6_linear.py): one wave of CTAs that all stream
   // for the whole kernel beats more, shorter CTAs (each later wave pays the load latency again),
   // so the shape aims for as many resident warps as the weight's row tiles allow:
-  //   >= 4 row tiles per SM: two row tiles per warp (x and loop overhead shared), 4 warps;
+  //   >= 4 row tiles per SM: two row tiles per warp (x and loop overhead shared), 8 warps (the
+  //      M <= 16 kernel runs them as 4 warps of two chains);
   //   >= 1 per SM: one row tile per warp, 4 warps, K split over a cluster of 2 below 2 per SM;
   //   fewer: 8 warps, and K split over a cluster as far as the SMs and K allow.
-  // The same shape serves M <= 8 and M <= 16 (one summation order: batch invariance).
+  // The same order serves M <= 8 and M <= 16 (batch invariance); the row tiles per warp only
+  // group rows and do not change any row's sums.
   const int64_t row_tiles = p.n / kFp6TileRows, ktiles = p.k / kFp6TileCols, sms = p.num_sms;
   LinearShape s{1, 4, 1};
   if (row_tiles >= 4 * sms && row_tiles % 2 == 0) {
     s.rt = 2;
+    s.warps = 8;
   } else if (row_tiles >= sms) {
     s.split = row_tiles < 2 * sms ? 2 : 1;
   } else {
@@ -512,17 +601,17 @@ LinearShape linear_shape(const Fp6LinearParams& p) {
   return s;
 }
 
-template <Dtype kAct, int kNB, int kRT, int kW>
+template <Dtype kAct, int kNB, int kRT, int kW, int kV = 1>
 error_t launch_linear_split(const Fp6LinearParams& p, int split, stream_t stream) {
   switch (split) {
     case 8:
-      return launch_linear_cfg<kAct, kNB, kRT, kW, 8>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 8>(p, stream);
     case 4:
-      return launch_linear_cfg<kAct, kNB, kRT, kW, 4>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 4>(p, stream);
     case 2:
-      return launch_linear_cfg<kAct, kNB, kRT, kW, 2>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 2>(p, stream);
     default:
-      return launch_linear_cfg<kAct, kNB, kRT, kW, 1>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1>(p, stream);
   }
 }
 
@@ -530,8 +619,14 @@ template <Dtype kAct, int kNB>
 error_t launch_linear_typed(const Fp6LinearParams& p, stream_t stream) {
   const LinearShape s = linear_shape(p);
   if (s.rt == 2) {
-    return s.warps == 8 ? launch_linear_split<kAct, kNB, 2, 8>(p, s.split, stream)
-                        : launch_linear_split<kAct, kNB, 2, 4>(p, s.split, stream);
+    if (s.warps == 4) return launch_linear_split<kAct, kNB, 2, 4>(p, s.split, stream);
+    // Eight warps with two row tiles and two n8 blocks would spill at the register count that
+    // fits three CTAs per SM: four warps run the eight warps' chains, two each.
+    if constexpr (kNB == 1) {
+      return launch_linear_split<kAct, kNB, 2, 8>(p, s.split, stream);
+    } else {
+      return launch_linear_split<kAct, kNB, 2, 4, 2>(p, s.split, stream);
+    }
   }
   return s.warps == 8 ? launch_linear_split<kAct, kNB, 1, 8>(p, s.split, stream)
                       : launch_linear_split<kAct, kNB, 1, 4>(p, s.split, stream);
