@@ -2,6 +2,7 @@
 heuristic in csrc/kernels/mxfp6.cu from measurements. Same timing as bench_mxfp6_linear.py.
 
     python benchmarks/sweep_mxfp6_linear.py [--out sweep.json]
+    python benchmarks/sweep_mxfp6_linear.py --render sweep.json   # the markdown table (no GPU)
 """
 
 from __future__ import annotations
@@ -24,11 +25,30 @@ CONFIGS = [("0", "0", "0")] + [("1", w, s) for w in ("4", "8") for s in ("1", "2
     ("2", w, s) for w in ("4", "8") for s in ("1", "2", "4")]
 
 
+def render(path: str) -> str:
+    """Markdown table of a sweep JSON: one row per (shape, M), best per row in bold."""
+    rows = json.load(open(path))
+    cfgs = [c for c in CONFIGS if c[0] != "0"]
+    head = ["N x K", "M", "heuristic"] + [f"rt{r} w{w} s{s}" for r, w, s in cfgs]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    keys = sorted({(r["n"], r["k"], r["m"]) for r in rows}, key=lambda t: (SHAPES.index(t[:2]), t[2]))
+    for n, k, m in keys:
+        t = {(r["rt"], r["warps"], r["split"]): r["us"] for r in rows if (r["n"], r["k"], r["m"]) == (n, k, m)}
+        best = min(t.values())
+        cells = [f"**{t[c]:.2f}**" if t[c] == best else f"{t[c]:.2f}" for c in [("0", "0", "0")] + cfgs]
+        out.append(f"| {n}x{k} | {m} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="sweep_mxfp6_linear.json")
     ap.add_argument("--ms", type=int, nargs="*", default=[1, 16])
+    ap.add_argument("--render", metavar="JSON", help="print the markdown table of a sweep and exit")
     args = ap.parse_args()
+    if args.render:
+        print(render(args.render))
+        return
     torch.manual_seed(0)
     rows = []
     for n, k in SHAPES:
