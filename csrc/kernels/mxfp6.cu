@@ -195,17 +195,22 @@ MXF_DEV void decode8(uint32_t w0, uint32_t w1, uint32_t par, uint32_t pow, uint3
     out[2] = mul2<true>(m2 & kKeep, pow);
     out[3] = mul2<true>(m3 & kKeep, pow);
   } else {
-    // f16 wants the magnitude at bits 7..11: only 3 bits below the sign, so the two copies would
-    // overlap. Magnitude and sign are shifted and masked separately; after the permute, pair q's
-    // code LSBs sit at bits 0/16, 6/22, 4/20, 2/18.
+    // Magnitude and sign are shifted and masked separately (f16 wants the magnitude at bits
+    // 7..11, only 3 bits below the sign, so the spread copies would overlap); after the permute,
+    // the code LSBs of pairs 0..2 sit at bits 0/16, 6/22, 4/20. Codes c3 and c7 fill the top six
+    // bits of bytes b2 and b5, so their sign is the byte's MSB: the permute's sign-replicate mode
+    // (selector nibble 8 + byte) fills the byte above each with it, and one shift then puts the
+    // magnitude in place with the sign still at bit 15 (bits 10..17 are all sign): 4 instructions
+    // for that pair instead of 6.
     constexpr uint32_t kMag = kBF16 ? 0x01f001f0u : 0x0f800f80u;
     constexpr int kPos = kBF16 ? 4 : 7;
     const uint32_t v0 = prmt(w0, w1, 0x3300u + par), v1 = prmt(w0, w1, 0x4310u + par);
-    const uint32_t v2 = prmt(w0, w1, 0x5421u + par), v3 = prmt(w0, w1, 0x5522u + par);
+    const uint32_t v2 = prmt(w0, w1, 0x5421u + par);
+    const uint32_t v3 = prmt(w0, w1, 0xd5a2u + par);  // [b2, sign(b2), b5, sign(b5)]
     out[0] = mul2<kBF16>(shift_by<kPos - 0>(v0) & kMag, lop3_and_or(v0 << 10, 0x80008000u, pow));
     out[1] = mul2<kBF16>(shift_by<kPos - 6>(v1) & kMag, lop3_and_or(v1 << 4, 0x80008000u, pow));
     out[2] = mul2<kBF16>(shift_by<kPos - 4>(v2) & kMag, lop3_and_or(v2 << 6, 0x80008000u, pow));
-    out[3] = mul2<kBF16>(shift_by<kPos - 2>(v3) & kMag, lop3_and_or(v3 << 8, 0x80008000u, pow));
+    out[3] = mul2<kBF16>(shift_by<kPos - 2>(v3) & (kMag | 0x80008000u), pow);
   }
 }
 
