@@ -5,9 +5,9 @@
 // (M <= 8) or 16 rows of x. Its warps split the CTA's K range by tiles (virtual warp v of kVW
 // takes k-tiles v, v + kVW, ...; a warp runs one or two virtual warps' chains), stream their
 // packed tiles through a private cp.async ring, and meet once at the end to add their partials
-// in a fixed order. On sm_90 the kS CTAs of a thread-block cluster split K
-// into contiguous ranges, so that small N still fills every SM, and add their partials through
-// distributed shared memory in a fixed order. The weights are the A operand of mma.m16n8k16
+// in a fixed order. On sm_90 the kS CTAs of a thread-block cluster split K into contiguous
+// ranges, so that small N still fills every SM, and add their partials through distributed
+// shared memory in a fixed order. The weights are the A operand of mma.m16n8k16
 // (rows = output features), x is B (columns = tokens), so decode (M <= 8) uses one n8 block and
 // M <= 16 two. The k order inside an mma is permuted so each lane decodes the six contiguous
 // bytes (8 codes) it owns within a group with byte permutes: lane t of a quad holds codes
