@@ -330,8 +330,8 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   const int64_t ktiles = p.k / kFp6TileCols, sgroups = p.k / kMxBlock;
   const int64_t t_begin = ktiles * split / kS, t_end = ktiles * (split + 1) / kS;
   // The warp's stream of tiles: chain 0 (tiles tk0, tk0 + kVW, ...), then for kV = 2 chain 1
-  // (tk0 + kW, tk0 + kW + kVW, ...), which starts at position `first1`. Pointers step kVW tiles,
-  // and `jump` tiles from the last tile of chain 0 to the first of chain 1.
+  // (tk0 + kW, tk0 + kW + kVW, ...), which starts at position cnt0. Pointers step kVW tiles, and
+  // `jump` tiles from the last tile of chain 0 to the first of chain 1.
   static_assert(kV == 1 || kV == 2, "one or two chains per warp");
   const int64_t tk0 = t_begin + warp;
   const auto chain_count = [&](int64_t v0) {
@@ -339,9 +339,8 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   };
   const int cnt0 = chain_count(tk0);
   const int count = cnt0 + (kV > 1 ? chain_count(tk0 + kW) : 0);
-  const int first1 = kV > 1 ? cnt0 : count;  // no chain 1: never reached
   const int jump = kW - kVW * (cnt0 - 1);
-  const auto step_at = [&](int f) { return kV > 1 && f == first1 ? jump : kVW; };  // tile f-1 -> f
+  const auto step_at = [&](int f) { return kV > 1 && f == cnt0 ? jump : kVW; };  // tile f-1 -> f
   uint8_t* const ring = smem + warp * kStages * kSlot;
 
   // Per tile and row tile: three 16-byte copies per lane of packed codes, and one 4-byte copy of

@@ -132,28 +132,28 @@ TEST(ScaleRule, QuantizeBlockMatchesDefinition) {
                      e + static_cast<int>(rng() % 12));
       if (rng() % 8 == 0) x = 0.0f;
     }
-    for (ScaleRule rule : {ScaleRule::kCeil, ScaleRule::kFloor}) {
-      float amax = 0.0f;
-      for (float x : v) amax = std::max(amax, std::fabs(x));
-      uint8_t codes[32];
-      const int want_sb4 = rule == ScaleRule::kCeil ? oracle::scale_ceil(amax, kVmaxE4M3)
-                                                     : oracle::scale_floor(amax, 8);
-      failures += mxf::e4m3_quantize_block(v, codes, rule) != want_sb4;
+    float amax = 0.0f;
+    for (float x : v) amax = std::max(amax, std::fabs(x));
+    // Scale byte and codes of one format against the definition.
+    const auto check = [&](int want_sb, int got_sb, const uint8_t (&codes)[32],
+                           const oracle::MxFormat& fmt, const std::vector<double>& table) {
+      failures += got_sb != want_sb;
       for (int i = 0; i < 32; ++i) {
-        const double scaled = std::ldexp(static_cast<double>(v[i]), 127 - want_sb4);
+        const double scaled = std::ldexp(static_cast<double>(v[i]), 127 - want_sb);
         const float sf = static_cast<float>(scaled);
         if (static_cast<double>(sf) != scaled) continue;  // fp32 product inexact: not defined here
-        failures += codes[i] != oracle::mx_encode(oracle::kE4M3, t4, sf);
+        failures += codes[i] != oracle::mx_encode(fmt, table, sf);
       }
-      const int want_sb2 = rule == ScaleRule::kCeil ? oracle::scale_ceil(amax, kVmaxE2M3)
-                                                     : oracle::scale_floor(amax, 2);
-      failures += mxf::e2m3_quantize_block(v, codes, rule) != want_sb2;
-      for (int i = 0; i < 32; ++i) {
-        const double scaled = std::ldexp(static_cast<double>(v[i]), 127 - want_sb2);
-        const float sf = static_cast<float>(scaled);
-        if (static_cast<double>(sf) != scaled) continue;
-        failures += codes[i] != oracle::mx_encode(oracle::kE2M3, t2, sf);
-      }
+    };
+    for (ScaleRule rule : {ScaleRule::kCeil, ScaleRule::kFloor}) {
+      const bool ceil = rule == ScaleRule::kCeil;
+      uint8_t codes[32];
+      const int got4 = mxf::e4m3_quantize_block(v, codes, rule);
+      check(ceil ? oracle::scale_ceil(amax, kVmaxE4M3) : oracle::scale_floor(amax, 8), got4, codes,
+            oracle::kE4M3, t4);
+      const int got2 = mxf::e2m3_quantize_block(v, codes, rule);
+      check(ceil ? oracle::scale_ceil(amax, kVmaxE2M3) : oracle::scale_floor(amax, 2), got2, codes,
+            oracle::kE2M3, t2);
     }
   }
   EXPECT_EQ(failures, 0);
