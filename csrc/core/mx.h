@@ -113,19 +113,6 @@ MXF_HD uint8_t scale_from_amax_bits(uint32_t amax_bits, ScaleRule rule) {
   return static_cast<uint8_t>(sb < 0 ? 0 : (sb > 254 ? 254 : sb));
 }
 
-// The same scale byte for E4M3 without branches, and 1/scale = 2^(127 - sb) as the block's
-// multiplier (the GPU epilogues). For a finite amax the biased exponent is at most 254, so
-// sb <= 247 and 2^(127 - sb) is a normal fp32: no clamp at 254 and no subnormal case. For NaN or
-// Inf, sb is 0xFF and `inv` is a finite value the caller must not use (every code is NaN).
-MXF_HD uint32_t e4m3_block_scale(uint32_t amax_bits, ScaleRule rule, float& inv) {
-  const uint32_t a = amax_bits > kF32MinNormal ? amax_bits : kF32MinNormal;
-  const uint32_t up = rule == ScaleRule::kCeil && (a & 0x7fffffu) > E4M3::kMaxMant ? 1u : 0u;
-  const int biased = static_cast<int>((a >> 23) + up) - E4M3::kEmax;  // sb before the clamp at 0
-  const uint32_t sb = biased > 0 ? static_cast<uint32_t>(biased) : 0u;
-  inv = u2f((254u - (sb & 0xffu)) << 23);
-  return amax_bits >= kF32Inf ? static_cast<uint32_t>(kE8M0NaN) : sb;
-}
-
 // Element code of v in a block with scale byte sb (SPEC §2).
 MXF_HD uint8_t e4m3_quantize(float v, uint8_t sb) {
   if (sb == kE8M0NaN) return kE4M3NaN;

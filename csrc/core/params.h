@@ -24,11 +24,6 @@ struct NormParams {
   Dtype wdtype = Dtype::kBF16;
   ScaleRule rule = ScaleRule::kCeil;
   int64_t wide_max_m = 256;  // rows up to which the one-thread-per-chunk kernel runs (latency)
-  // Above wide_max_m, rows of 1025..8192 elements stream through a persistent grid that stages
-  // the next row in shared memory while it works on this one, with at least this many rows per
-  // CTA (0: one CTA per row, no staging).
-  int64_t stream_rows = 2;
-  int num_sms = 132;  // of the device, to size the persistent grid
 };
 
 // Stand-alone MXFP8 quantization of rows of x.

@@ -45,10 +45,6 @@ error_t set_max_dynamic_smem(K kernel, int bytes) {
   return hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                              hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
-template <typename K>
-error_t max_active_blocks(int* blocks, K kernel, int threads, int smem_bytes) {
-  return hipOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, threads, smem_bytes);
-}
 #elif defined(MXF_CUDA)
 using error_t = cudaError_t;
 using stream_t = cudaStream_t;
@@ -58,11 +54,6 @@ inline error_t last_error() { return cudaGetLastError(); }
 template <typename K>
 error_t set_max_dynamic_smem(K kernel, int bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-}
-// CTAs of `kernel` that fit on one SM (CU) at once.
-template <typename K>
-error_t max_active_blocks(int* blocks, K kernel, int threads, int smem_bytes) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, threads, smem_bytes);
 }
 #endif
 

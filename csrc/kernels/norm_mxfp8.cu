@@ -8,7 +8,6 @@
 // consecutive chunks = 4 consecutive threads, which share the block amax by two xor-shuffles.
 #include "../core/mx.h"
 #include "../core/rmsnorm.h"
-#include "arch.h"
 #include "norm_mxfp8.h"
 #include "vec.h"
 
@@ -32,23 +31,33 @@ MXF_DEV float tree_top(const float* red, int i) {
   return v[0];
 }
 
+// Canonical total of 32 lane values in every lane: a butterfly (xor) gives lane 0 the same sums
+// as the shuffle-down tree (each step adds the same two values, and IEEE addition commutes), and
+// every other lane the same bits as lane 0, so code that uses it stays warp-uniform.
+MXF_DEV float lane_total(float v) {
+#pragma unroll
+  for (int d = 16; d >= 1; d >>= 1) v = add_rn(v, shfl_xor32(v, d));
+  return v;
+}
+
 // The row's rstd from the canonical total of its lane partials (every thread of the CTA calls
-// it). One warp per row adds the tree's top and computes rstd (two correctly rounded divisions
-// and a square root, about 40 dependent instructions); the other warps only read the result, so
-// they do not repeat that work while every warp of the SM is in the epilogue.
+// it). `once` (many rows, where all warps of an SM reach this point together and issue slots
+// are the limit): one warp per row adds the tree's top and computes rstd (two correctly rounded
+// divisions and a square root, about 40 dependent instructions, all its lanes alike) and the
+// other warps only read it. Otherwise (few rows, latency-bound) that warp publishes the total
+// and every warp computes rstd itself, which measured up to 0.1 us faster at one row.
 template <int kT>
-MXF_DEV float row_rstd(float partial, float* red, float* rstds, int64_t n, float eps) {
+MXF_DEV float row_rstd(float partial, float* red, float* shared, int64_t n, float eps, bool once) {
   const int tx = threadIdx.x % kT, ty = threadIdx.x / kT;
   red[threadIdx.x] = partial;
   __syncthreads();
   if (tx < 32) {
-    float v = tree_top<kT>(red + ty * kT, tx);
-#pragma unroll
-    for (int d = 16; d >= 1; d >>= 1) v = add_rn(v, shfl_down32(v, d));
-    if (tx == 0) rstds[ty] = rstd_from_sumsq(v, n, eps);
+    const float total = lane_total(tree_top<kT>(red + ty * kT, tx));
+    const float v = once ? rstd_from_sumsq(total, n, eps) : total;
+    if (tx == 0) shared[ty] = v;
   }
   __syncthreads();
-  return rstds[ty];
+  return once ? shared[ty] : rstd_from_sumsq(shared[ty], n, eps);
 }
 
 // The 4 threads of a 32-element block (consecutive chunks) share their largest |y| (fp32 bits).
@@ -59,55 +68,69 @@ MXF_DEV uint32_t block_amax(uint32_t amax) {
 
 // Codes of one chunk of exact values y in a block with scale byte sb; the block's first chunk
 // also stores the scale.
-// Codes of one chunk of values y in a block whose largest |y| has fp32 bits `amax`; the block's
-// first chunk also stores the scale byte. Branch-free (e4m3_block_scale): this sits on the
-// critical path after the row's reduction.
-MXF_DEV void encode_store(const Chunk8& y, uint32_t amax, ScaleRule rule, uint8_t* codes_row,
-                          uint8_t* scales_row, int64_t c) {
-  float inv;
-  const uint32_t sb = e4m3_block_scale(amax, rule, inv);
-  uint32_t lo = e4m3_encode2(mul_rn(y.v[0], inv), mul_rn(y.v[1], inv)) |
-                (e4m3_encode2(mul_rn(y.v[2], inv), mul_rn(y.v[3], inv)) << 16);
-  uint32_t hi = e4m3_encode2(mul_rn(y.v[4], inv), mul_rn(y.v[5], inv)) |
-                (e4m3_encode2(mul_rn(y.v[6], inv), mul_rn(y.v[7], inv)) << 16);
-  if (sb == kE8M0NaN) lo = hi = kE4M3NaN * 0x01010101u;  // a block with NaN or Inf: all codes NaN
+MXF_DEV void encode_store(const Chunk8& y, uint8_t sb, uint8_t* codes_row, uint8_t* scales_row,
+                          int64_t c) {
+  uint32_t lo = kE4M3NaN * 0x01010101u, hi = lo;  // a block with NaN or Inf: all codes NaN
+  if (sb != kE8M0NaN) {
+    const float inv = pow2f(127 - static_cast<int>(sb));
+    lo = e4m3_encode2(mul_rn(y.v[0], inv), mul_rn(y.v[1], inv)) |
+         (e4m3_encode2(mul_rn(y.v[2], inv), mul_rn(y.v[3], inv)) << 16);
+    hi = e4m3_encode2(mul_rn(y.v[4], inv), mul_rn(y.v[5], inv)) |
+         (e4m3_encode2(mul_rn(y.v[6], inv), mul_rn(y.v[7], inv)) << 16);
+  }
   *reinterpret_cast<uint2*>(codes_row + c * 8) = make_uint2(lo, hi);
-  if ((c & 3) == 0) scales_row[c / 4] = static_cast<uint8_t>(sb);
+  if ((c & 3) == 0) scales_row[c / 4] = sb;
 }
 
 MXF_DEV void quantize_chunk_store(const Chunk8& y, uint32_t amax, bool valid, uint8_t* codes_row,
                                   uint8_t* scales_row, int64_t c, ScaleRule rule) {
   amax = block_amax(amax);
-  if (valid) encode_store(y, amax, rule, codes_row, scales_row, c);
+  if (valid) encode_store(y, scale_from_amax_bits<E4M3>(amax, rule), codes_row, scales_row, c);
 }
 
-// One row (one of kThreads / kT in the CTA; `active` is false past the last row).
-// kC > 0: the thread's kC chunks are in registers: the caller loaded x (xs), the residual (rs)
-// and the weight (wr). kC == 0: any N; everything is read here, and s is re-read.
+// kC > 0: each thread keeps its kC chunks of s in registers. kC == 0: any N; s is re-read.
 // Values travel as packed 16-bit pairs; every rounding to the dtype is one packed conversion.
 template <Dtype kAct, int kT, int kC, bool kMx>
-MXF_DEV void norm_row(const NormParams& p, bool vec, int64_t row, bool active,
-                      const uint4 (&xs)[kC > 0 ? kC : 1], const uint4 (&rs)[kC > 0 ? kC : 1],
-                      const RawChunk (&wr)[kC > 0 ? kC : 1], float* red, float* rstds) {
+__global__ void __launch_bounds__(kThreads) gemma_norm_kernel(const NormParams p, bool vec) {
+  constexpr int kRows = kThreads / kT;
+  __shared__ float red[kThreads];
+  __shared__ float rstds[kRows];
   const int tx = threadIdx.x % kT;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kT;
+  const bool active = row < p.m;
   const int64_t n = p.n, chunks = (n + 7) / 8;
   // Chunk slots per thread: a constant on the register path, the same for every thread otherwise.
   const int nslots = kC > 0 ? kC : static_cast<int>((chunks + kT - 1) / kT);
   const bool add = p.residual != nullptr;
   const void* x_row = static_cast<const uint16_t*>(p.x) + (active ? row * p.x_stride : 0);
   void* r_row = add ? static_cast<uint16_t*>(p.residual) + (active ? row * p.r_stride : 0) : nullptr;
+
+  // Register path: every load of the thread (x, residual, weight for all its chunks) is issued
+  // before the first use, so one memory round trip covers the row.
   constexpr int kKeep = kC > 0 ? kC : 1;
+  RawChunk xr[kKeep], rr[kKeep], wr[kKeep];
   uint4 s[kKeep];
+  if constexpr (kC > 0) {
+#pragma unroll
+    for (int j = 0; j < kC; ++j) {
+      const int64_t c = tx + static_cast<int64_t>(kT) * j;
+      if (active && c < chunks) {
+        xr[j] = load_raw(x_row, c, n, kAct, vec);
+        if (add) rr[j] = load_raw(r_row, c, n, kAct, vec);
+        wr[j] = load_raw(p.weight, c, n, p.wdtype, vec);
+      }
+    }
+  }
 
   float partial = 0.0f;
   for (int j = 0; j < nslots; ++j) {  // a constant trip count on the register path: unrolled
     const int64_t c = tx + static_cast<int64_t>(kT) * j;
     if (!active || c >= chunks) continue;
     const int jj = kC > 0 ? j : 0;
-    uint4 sp = kC > 0 ? xs[jj] : load_raw(x_row, c, n, kAct, vec).lo;
+    uint4 sp = kC > 0 ? xr[jj].lo : load_raw(x_row, c, n, kAct, vec).lo;
     if (add) {
       Chunk8 v = widen8(sp, kAct);
-      const Chunk8 r = widen8(kC > 0 ? rs[jj] : load_raw(r_row, c, n, kAct, vec).lo, kAct);
+      const Chunk8 r = widen8(kC > 0 ? rr[jj].lo : load_raw(r_row, c, n, kAct, vec).lo, kAct);
 #pragma unroll
       for (int i = 0; i < 8; ++i) v.v[i] = add_rn(v.v[i], r.v[i]);
       sp = narrow8(v, kAct);
@@ -118,7 +141,7 @@ MXF_DEV void norm_row(const NormParams& p, bool vec, int64_t row, bool active,
     for (int i = 0; i < 8; ++i) partial = sumsq_step(partial, v.v[i]);
     s[jj] = sp;
   }
-  const float rstd = row_rstd<kT>(partial, red, rstds, n, p.eps);
+  const float rstd = row_rstd<kT>(partial, red, rstds, n, p.eps, p.m > p.wide_max_m);
 
   uint8_t* codes_row = kMx && active ? p.codes + row * n : nullptr;
   uint8_t* scales_row = kMx && active ? p.scales + row * (n / kMxBlock) : nullptr;
@@ -151,8 +174,8 @@ MXF_DEV void norm_row(const NormParams& p, bool vec, int64_t row, bool active,
 #pragma unroll
       for (int jj = 0; jj < kKeep; ++jj) {
         if (valid[jj]) {
-          encode_store(widen8(yp[jj], kAct), amax[jj], p.rule, codes_row, scales_row,
-                       tx + static_cast<int64_t>(kT) * (j0 + jj));
+          encode_store(widen8(yp[jj], kAct), scale_from_amax_bits<E4M3>(amax[jj], p.rule), codes_row,
+                       scales_row, tx + static_cast<int64_t>(kT) * (j0 + jj));
         }
       }
     } else {
@@ -164,131 +187,6 @@ MXF_DEV void norm_row(const NormParams& p, bool vec, int64_t row, bool active,
   }
 }
 
-template <Dtype kAct, int kT, int kC, bool kMx>
-__global__ void __launch_bounds__(kThreads) gemma_norm_kernel(const NormParams p, bool vec) {
-  constexpr int kRows = kThreads / kT;
-  constexpr int kKeep = kC > 0 ? kC : 1;
-  __shared__ float red[kThreads];
-  __shared__ float rstds[kRows];
-  const int tx = threadIdx.x % kT;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kT;
-  const bool active = row < p.m;
-  const int64_t n = p.n, chunks = (n + 7) / 8;
-  // Register path: every load of the thread (x, residual, weight for all its chunks) is issued
-  // before the first use, so one memory round trip covers the row.
-  uint4 xs[kKeep], rs[kKeep];
-  RawChunk wr[kKeep];
-  if constexpr (kC > 0) {
-    const bool add = p.residual != nullptr;
-    const void* x_row = static_cast<const uint16_t*>(p.x) + (active ? row * p.x_stride : 0);
-    const void* r_row = add ? static_cast<const uint16_t*>(p.residual) + (active ? row * p.r_stride : 0) : nullptr;
-#pragma unroll
-    for (int j = 0; j < kC; ++j) {
-      const int64_t c = tx + static_cast<int64_t>(kT) * j;
-      if (active && c < chunks) {
-        xs[j] = load_raw(x_row, c, n, kAct, vec).lo;
-        if (add) rs[j] = load_raw(r_row, c, n, kAct, vec).lo;
-        wr[j] = load_raw(p.weight, c, n, p.wdtype, vec);
-      }
-    }
-  }
-  norm_row<kAct, kT, kC, kMx>(p, vec, row, active, xs, rs, wr, red, rstds);
-}
-
-// Streaming variant for many rows of 129..1024 chunks (16-byte vectors, weight in the activation
-// dtype): a persistent grid
-// of 256-thread CTAs, one row per step (kT = 256, the register path), that stages the next row's
-// x and residual in shared memory with cp.async while it reduces and stores the current one, so
-// rows after the first no longer pay a memory round trip at the start of a new CTA. The weight
-// stays in registers for all rows. Every thread copies, and later reads, only its own chunks:
-// cp.async's per-thread wait is all the synchronization the staging needs. Without cp.async (the
-// portable twin) the rows are loaded directly, one after the other. Each row runs exactly the
-// register kernel's code (norm_row), so results do not depend on which kernel ran.
-// CTAs per SM the stream kernel is compiled for (register cap): with kC = 3 the unbounded kernel
-// takes 92 registers (two CTAs per SM); 80 fit three, at the cost of a few bytes of spill.
-template <int kC>
-constexpr int kStreamMinBlocks = kC == 1 ? 6 : kC == 2 ? 4 : kC == 3 ? 3 : 2;
-
-template <Dtype kAct, int kC, bool kMx>
-__global__ void __launch_bounds__(kThreads, kStreamMinBlocks<kC>) gemma_norm_stream_kernel(const NormParams p) {
-  extern __shared__ __align__(16) uint4 stage[];  // [2 buffers][x, residual][kC][kThreads]
-  __shared__ float red[kThreads];
-  __shared__ float rstds[1];
-  const int tx = threadIdx.x;
-  const int64_t chunks = p.n / 8;
-  const bool add = p.residual != nullptr;
-  uint4 xs[kC], rs[kC];
-  RawChunk wr[kC];
-  const auto row_src = [&](int64_t row, int src) {
-    return src == 0 ? reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.x) + row * p.x_stride)
-                    : reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.residual) + row * p.r_stride);
-  };
-#if defined(MXF_HAS_MMA_PIPE)
-  const int nsrc = add ? 2 : 1;
-  const auto slot = [&](int b, int src, int j) { return stage + ((b * nsrc + src) * kC + j) * kThreads + tx; };
-  const auto fetch = [&](int64_t row, int b) {
-    for (int src = 0; src < nsrc; ++src) {
-      const uint4* g = row_src(row, src);
-#pragma unroll
-      for (int j = 0; j < kC; ++j) {
-        const int64_t c = tx + static_cast<int64_t>(kThreads) * j;
-        if (c < chunks) cp_async16(slot(b, src, j), g + c);
-      }
-    }
-  };
-  int b = 0;
-  if (blockIdx.x < p.m) fetch(blockIdx.x, 0);
-  cp_async_commit();
-#endif
-#pragma unroll 1
-  for (int64_t row = blockIdx.x; row < p.m; row += gridDim.x) {
-#if defined(MXF_HAS_MMA_PIPE)
-    if (row + gridDim.x < p.m) fetch(row + gridDim.x, b ^ 1);
-    cp_async_commit();
-    cp_async_wait<1>();  // this row's copies (the group before the one just committed) landed
-#pragma unroll
-    for (int j = 0; j < kC; ++j) {
-      if (tx + static_cast<int64_t>(kThreads) * j < chunks) {
-        xs[j] = *slot(b, 0, j);
-        if (add) rs[j] = *slot(b, 1, j);
-      }
-    }
-    b ^= 1;
-#else
-#pragma unroll
-    for (int j = 0; j < kC; ++j) {
-      const int64_t c = tx + static_cast<int64_t>(kThreads) * j;
-      if (c < chunks) {
-        xs[j] = row_src(row, 0)[c];
-        if (add) rs[j] = row_src(row, 1)[c];
-      }
-    }
-#endif
-#pragma unroll
-    for (int j = 0; j < kC; ++j) {  // re-read per row (L1): kept across rows it costs registers
-      const int64_t c = tx + static_cast<int64_t>(kThreads) * j;
-      if (c < chunks) wr[j].lo = reinterpret_cast<const uint4*>(p.weight)[c];  // 16-bit weights
-    }
-    norm_row<kAct, kThreads, kC, kMx>(p, true, row, true, xs, rs, wr, red, rstds);
-  }
-}
-
-template <Dtype kAct, int kC, bool kMx>
-error_t launch_norm_stream(const NormParams& p, stream_t stream) {
-  const int smem = 2 * (p.residual != nullptr ? 2 : 1) * kC * kThreads * 16;
-  const auto kernel = gemma_norm_stream_kernel<kAct, kC, kMx>;
-  error_t e = set_max_dynamic_smem(kernel, smem);
-  if (e != kSuccess) return e;
-  int per_sm = 0;
-  e = max_active_blocks(&per_sm, kernel, kThreads, smem);
-  if (e != kSuccess) return e;
-  const int64_t slots = static_cast<int64_t>(per_sm > 0 ? per_sm : 1) * p.num_sms;
-  const int64_t want = (p.m + p.stream_rows - 1) / p.stream_rows;
-  const unsigned grid = static_cast<unsigned>(want < slots ? want : slots);
-  kernel<<<grid, kThreads, smem, stream>>>(p);
-  return last_error();
-}
-
 // Latency variant for few rows: one row per CTA and one chunk per thread (256 lanes x kS slots),
 // so no thread works through several chunks in turn. Lane l's canonical partial still adds its
 // chunks l, l+256, ... in order: slot j > 0 hands its rounded squares to lane l through shared
@@ -297,7 +195,7 @@ template <Dtype kAct, int kS, bool kMx>
 __global__ void __launch_bounds__(kThreads * kS) gemma_norm_wide_kernel(const NormParams p, bool vec) {
   __shared__ float sq[(kS - 1) * 8 * kThreads];  // [slot-1][element][lane]
   __shared__ float red[kThreads];
-  __shared__ float rstds[1];
+  __shared__ float totals[1];
   const int t = threadIdx.x, lane = t % kThreads, slot = t / kThreads;
   const int64_t row = blockIdx.x, n = p.n, chunks = (n + 7) / 8, c = t;
   const bool valid = c < chunks;
@@ -341,13 +239,11 @@ __global__ void __launch_bounds__(kThreads * kS) gemma_norm_wide_kernel(const No
   }
   __syncthreads();
   if (t < 32) {
-    float v = tree_top<kThreads>(red, t);
-#pragma unroll
-    for (int d = 16; d >= 1; d >>= 1) v = add_rn(v, shfl_down32(v, d));
-    if (t == 0) rstds[0] = rstd_from_sumsq(v, n, p.eps);  // once per row, as in row_rstd
+    const float total = lane_total(tree_top<kThreads>(red, t));
+    if (t == 0) totals[0] = total;
   }
   __syncthreads();
-  const float rstd = rstds[0];
+  const float rstd = rstd_from_sumsq(totals[0], n, p.eps);  // latency kernel: see row_rstd
   uint4 yp = make_uint4(0, 0, 0, 0);
   if (valid) {
     const Chunk8 w = unpack(wr, p.wdtype);
@@ -377,13 +273,6 @@ error_t launch_norm_typed(const NormParams& p, bool vec, stream_t stream) {
       gemma_norm_wide_kernel<kAct, 4, kMx><<<grid, 4 * kThreads, 0, stream>>>(p, vec);
     }
     return last_error();
-  }
-  if (vec && p.stream_rows > 0 && p.m > p.wide_max_m && chunks > 128 && chunks <= 1024 &&
-      p.wdtype == kAct) {
-    if (chunks <= 256) return launch_norm_stream<kAct, 1, kMx>(p, stream);
-    if (chunks <= 512) return launch_norm_stream<kAct, 2, kMx>(p, stream);
-    if (chunks <= 768) return launch_norm_stream<kAct, 3, kMx>(p, stream);
-    return launch_norm_stream<kAct, 4, kMx>(p, stream);
   }
   const auto grid = [&](int kt) { return static_cast<unsigned>((p.m + kThreads / kt - 1) / (kThreads / kt)); };
 #define MXF_LAUNCH(KT, KC) \

@@ -37,8 +37,6 @@ void run_norm(NormParams& p, [[maybe_unused]] const at::Tensor& x) {
     const c10::cuda::OptionalCUDAGuard guard(x.device());
     // Benchmarks may move the switch to the latency kernel (MXFUSE_NORM_WIDE_MAX_M=rows).
     if (const char* v = std::getenv("MXFUSE_NORM_WIDE_MAX_M")) p.wide_max_m = std::atoll(v);
-    if (const char* v = std::getenv("MXFUSE_NORM_STREAM_ROWS")) p.stream_rows = std::atoll(v);
-    p.num_sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     C10_CUDA_CHECK(kernels::launch_gemma_norm(p, at::cuda::getCurrentCUDAStream()));
     return;
   }
