@@ -41,23 +41,24 @@ MXF_DEV float lane_total(float v) {
 }
 
 // The row's rstd from the canonical total of its lane partials (every thread of the CTA calls
-// it). `once` (many rows, where all warps of an SM reach this point together and issue slots
+// it). kOnce (many rows, where all warps of an SM reach this point together and issue slots
 // are the limit): one warp per row adds the tree's top and computes rstd (two correctly rounded
 // divisions and a square root, about 40 dependent instructions, all its lanes alike) and the
 // other warps only read it. Otherwise (few rows, latency-bound) that warp publishes the total
-// and every warp computes rstd itself, which measured up to 0.1 us faster at one row.
-template <int kT>
-MXF_DEV float row_rstd(float partial, float* red, float* shared, int64_t n, float eps, bool once) {
+// and every warp computes rstd itself, which measured up to 0.1 us faster at one row. (A runtime
+// switch between the two, instead of two kernels, cost the fused kernel that 0.1 us anyway.)
+template <int kT, bool kOnce>
+MXF_DEV float row_rstd(float partial, float* red, float* shared, int64_t n, float eps) {
   const int tx = threadIdx.x % kT, ty = threadIdx.x / kT;
   red[threadIdx.x] = partial;
   __syncthreads();
   if (tx < 32) {
     const float total = lane_total(tree_top<kT>(red + ty * kT, tx));
-    const float v = once ? rstd_from_sumsq(total, n, eps) : total;
+    const float v = kOnce ? rstd_from_sumsq(total, n, eps) : total;
     if (tx == 0) shared[ty] = v;
   }
   __syncthreads();
-  return once ? shared[ty] : rstd_from_sumsq(shared[ty], n, eps);
+  return kOnce ? shared[ty] : rstd_from_sumsq(shared[ty], n, eps);
 }
 
 // The 4 threads of a 32-element block (consecutive chunks) share their largest |y| (fp32 bits).
@@ -90,7 +91,7 @@ MXF_DEV void quantize_chunk_store(const Chunk8& y, uint32_t amax, bool valid, ui
 
 // kC > 0: each thread keeps its kC chunks of s in registers. kC == 0: any N; s is re-read.
 // Values travel as packed 16-bit pairs; every rounding to the dtype is one packed conversion.
-template <Dtype kAct, int kT, int kC, bool kMx>
+template <Dtype kAct, int kT, int kC, bool kMx, bool kOnce>
 __global__ void __launch_bounds__(kThreads) gemma_norm_kernel(const NormParams p, bool vec) {
   constexpr int kRows = kThreads / kT;
   __shared__ float red[kThreads];
@@ -141,7 +142,7 @@ __global__ void __launch_bounds__(kThreads) gemma_norm_kernel(const NormParams p
     for (int i = 0; i < 8; ++i) partial = sumsq_step(partial, v.v[i]);
     s[jj] = sp;
   }
-  const float rstd = row_rstd<kT>(partial, red, rstds, n, p.eps, p.m > p.wide_max_m);
+  const float rstd = row_rstd<kT, kOnce>(partial, red, rstds, n, p.eps);
 
   uint8_t* codes_row = kMx && active ? p.codes + row * n : nullptr;
   uint8_t* scales_row = kMx && active ? p.scales + row * (n / kMxBlock) : nullptr;
@@ -275,8 +276,11 @@ error_t launch_norm_typed(const NormParams& p, bool vec, stream_t stream) {
     return last_error();
   }
   const auto grid = [&](int kt) { return static_cast<unsigned>((p.m + kThreads / kt - 1) / (kThreads / kt)); };
-#define MXF_LAUNCH(KT, KC) \
-  gemma_norm_kernel<kAct, KT, KC, kMx><<<grid(KT), kThreads, 0, stream>>>(p, vec)
+  // Few rows (latency-bound) take the kernel where every warp computes rstd (see row_rstd).
+  const bool once = p.m > p.wide_max_m;
+#define MXF_LAUNCH(KT, KC)                                                                \
+  once ? gemma_norm_kernel<kAct, KT, KC, kMx, true><<<grid(KT), kThreads, 0, stream>>>(p, vec) \
+       : gemma_norm_kernel<kAct, KT, KC, kMx, false><<<grid(KT), kThreads, 0, stream>>>(p, vec)
   if (chunks <= 32) MXF_LAUNCH(32, 1);
   else if (chunks <= 64) MXF_LAUNCH(64, 1);
   else if (chunks <= 128) MXF_LAUNCH(128, 1);
