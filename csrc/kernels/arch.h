@@ -27,6 +27,14 @@ MXF_DEV void cp_async16(void* smem, const void* gmem) {
 MXF_DEV void cp_async4(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem));
 }
+// The same copies to a shared-memory address (smem_addr of the destination), for loops that keep
+// the address in a register instead of converting a generic pointer at every copy.
+MXF_DEV void cp_async16_to(uint32_t smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem));
+}
+MXF_DEV void cp_async4_to(uint32_t smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem), "l"(gmem));
+}
 MXF_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>
 MXF_DEV void cp_async_wait() {
