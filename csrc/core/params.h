@@ -80,7 +80,6 @@ struct Fp6LinearParams {
   int warps_override = 0;           // tests/benchmarks: warps per CTA (4, 8); 0 = heuristic
   int rt_override = 0;              // tests/benchmarks: row tiles per warp (1, 2); 0 = heuristic
   int split_override = 0;           // tests/benchmarks: CTAs per cluster splitting K (1, 2, 4, 8)
-  int occ_override = 0;             // tests/benchmarks: 4 = the M <= 8, 8-warp kernel capped for 4 CTAs per SM
 };
 
 }  // namespace mxf

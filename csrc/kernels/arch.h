@@ -20,15 +20,9 @@ MXF_DEV uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Asynchronous global -> shared copies (cp.async); completion is tracked per thread by groups.
-MXF_DEV void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
-}
-MXF_DEV void cp_async4(void* smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem));
-}
-// The same copies to a shared-memory address (smem_addr of the destination), for loops that keep
-// the address in a register instead of converting a generic pointer at every copy.
+// Asynchronous global -> shared copies (cp.async) to a shared-memory address (smem_addr of the
+// destination, kept in a register by the loops that issue them); completion is tracked per
+// thread by groups.
 MXF_DEV void cp_async16_to(uint32_t smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem));
 }

@@ -348,7 +348,7 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   const uint8_t* src = p.packed + ((row0 / kFp6TileRows) * ktiles + tk0) * kFp6TileBytes + lane * 16;
   const uint8_t* ssrc = p.scales + (row0 + (lane & 15)) * sgroups + tk0 * 4;
   const int64_t rt_stride = ktiles * kFp6TileBytes, srt_stride = kFp6TileRows * sgroups;
-  const uint32_t dst0 = smem_addr(ring) + lane * 16;
+  const uint32_t dst0 = smem_addr(ring) + lane * 16;  // shared addresses: no conversion per copy
   const uint32_t sdst0 = smem_addr(ring) + kFp6TileBytes + (lane & 15) * 4;
   int issue_slot = 0;
   const auto issue = [&](int f) {
@@ -496,9 +496,6 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
 // fit), 128 for both.
 template <int kNB, int kRT, int kW>
 constexpr int kMinBlocks = kRT == 2 && kW == 8 ? 3 : (kNB * kRT == 1 ? 32 : kNB * kRT == 2 ? 21 : 16) / kW;
-// kOcc > 0 overrides it (CTAs per SM the register cap is computed for).
-template <int kNB, int kRT, int kW, int kOcc>
-constexpr int kMinBlocksFor = kOcc > 0 ? kOcc : kMinBlocks<kNB, kRT, kW>;
 
 // Rings, and the partials of the kW * kV virtual warps: the last chain's in the rings' memory, the
 // first chain's after them when there are two.
@@ -511,8 +508,8 @@ constexpr int linear_smem_bytes() {
 
 // Grid: one CTA per (kRT row tiles, block of x rows, K split); the kS CTAs of one split form a
 // cluster (consecutive block indices).
-template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kOcc>
-__global__ void __launch_bounds__(kW * 32, (kMinBlocksFor<kNB, kRT, kW, kOcc>))
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS>
+__global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
     fp6_linear_kernel(const Fp6LinearParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kRowsX = 8 * kNB;
@@ -535,12 +532,12 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocksFor<kNB, kRT, kW, kOcc>))
   }
 }
 
-template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kOcc = 0>
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS>
 error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
   constexpr int kRowsX = 8 * kNB;
   const int64_t ctas = p.n / (kFp6TileRows * kRT) * ((p.m + kRowsX - 1) / kRowsX) * kS;
   constexpr int smem = linear_smem_bytes<kNB, kRT, kW, kV>();
-  const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS, kOcc>;
+  const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS>;
   const error_t e = set_max_dynamic_smem(kernel, smem);
   if (e != kSuccess) return e;
   if constexpr (kS == 1) {
@@ -562,7 +559,7 @@ error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
     cfg.numAttrs = 1;
     return cudaLaunchKernelEx(&cfg, kernel, p);
 #else
-    return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1, kOcc>(p, stream);
+    return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1>(p, stream);
 #endif
   }
 }
@@ -630,9 +627,6 @@ error_t launch_linear_typed(const Fp6LinearParams& p, stream_t stream) {
     // Eight warps with two row tiles and two n8 blocks would spill at the register count that
     // fits three CTAs per SM: four warps run the eight warps' chains, two each.
     if constexpr (kNB == 1) {
-      // Benchmark knob: the same kernel compiled for four CTAs per SM (64 registers, a few
-      // spills) instead of three (80 registers).
-      if (p.occ_override == 4 && s.split == 1) return launch_linear_cfg<kAct, 1, 2, 8, 1, 1, 4>(p, stream);
       return launch_linear_split<kAct, kNB, 2, 8>(p, s.split, stream);
     } else {
       return launch_linear_split<kAct, kNB, 2, 4, 2>(p, s.split, stream);

@@ -218,7 +218,6 @@ at::Tensor mxfp6_linear(const at::Tensor& x, const at::Tensor& packed, const at:
     p.warps_override = env_int("MXFUSE_FP6_WARPS");
     p.split_override = env_int("MXFUSE_FP6_SPLIT");
     p.rt_override = env_int("MXFUSE_FP6_RT");
-    p.occ_override = env_int("MXFUSE_FP6_OCC");
     C10_CUDA_CHECK(kernels::launch_mxfp6_linear(p, at::cuda::getCurrentCUDAStream()));
     return out;
   }
