@@ -95,7 +95,7 @@ template <Dtype kAct, int kT, int kC, bool kMx, bool kOnce>
 __global__ void __launch_bounds__(kThreads) gemma_norm_kernel(const NormParams p, bool vec) {
   constexpr int kRows = kThreads / kT;
   __shared__ float red[kThreads];
-  __shared__ float rstds[kRows];
+  __shared__ float row_vals[kRows];  // each row's rstd (kOnce) or total (see row_rstd)
   const int tx = threadIdx.x % kT;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kT;
   const bool active = row < p.m;
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads) gemma_norm_kernel(const NormParams p
     for (int i = 0; i < 8; ++i) partial = sumsq_step(partial, v.v[i]);
     s[jj] = sp;
   }
-  const float rstd = row_rstd<kT, kOnce>(partial, red, rstds, n, p.eps);
+  const float rstd = row_rstd<kT, kOnce>(partial, red, row_vals, n, p.eps);
 
   uint8_t* codes_row = kMx && active ? p.codes + row * n : nullptr;
   uint8_t* scales_row = kMx && active ? p.scales + row * (n / kMxBlock) : nullptr;
