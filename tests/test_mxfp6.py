@@ -21,7 +21,6 @@ from mxfuse import reference as ref
 pytestmark = requires_mxfp6
 
 
-
 def assert_same_packing(packed, scales, want_p, want_s, unpack_want):
     """packed/scales equal the wanted ones bit for bit, and so do their unpacked values (each
     output dtype; the wanted side unpacked with `unpack_want`)."""
@@ -33,6 +32,7 @@ def assert_same_packing(packed, scales, want_p, want_s, unpack_want):
             unpack_want(want_p, want_s, out_dtype),
             f"unpack {out_dtype}",
         )
+
 
 def weight(n, k, dtype, seed):
     g = torch.Generator().manual_seed(seed)

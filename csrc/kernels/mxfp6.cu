@@ -40,9 +40,6 @@ constexpr int kTileStageBytes = kFp6TileBytes + kTileScaleBytes;       // 1600
 template <int kRT, int kW, int kV>
 constexpr int kStagesFor = kRT == 1 ? 4 : kW == 4 && kV == 1 ? 3 : 2;
 
-
-unsigned blocks_for(int64_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
-
 // ---- pack / round / unpack ----------------------------------------------------------------
 
 // The 32 values a group holds (codes with scale byte sb), stored at `out` as `dtype`.
@@ -640,12 +637,12 @@ error_t launch_linear_typed(const Fp6LinearParams& p, stream_t stream) {
 
 error_t launch_mxfp6_pack(const Fp6PackParams& p, stream_t stream) {
   const bool vec = p.w_stride % 8 == 0 && aligned16(p.w) && (p.rounded == nullptr || aligned16(p.rounded));
-  fp6_pack_kernel<<<blocks_for(p.n * (p.k / kMxBlock)), kThreads, 0, stream>>>(p, vec);
+  fp6_pack_kernel<<<blocks_for(p.n * (p.k / kMxBlock), kThreads), kThreads, 0, stream>>>(p, vec);
   return last_error();
 }
 
 error_t launch_mxfp6_unpack(const Fp6UnpackParams& p, stream_t stream) {
-  fp6_unpack_kernel<<<blocks_for(p.n * (p.k / kMxBlock)), kThreads, 0, stream>>>(p);
+  fp6_unpack_kernel<<<blocks_for(p.n * (p.k / kMxBlock), kThreads), kThreads, 0, stream>>>(p);
   return last_error();
 }
 

@@ -333,8 +333,6 @@ __global__ void __launch_bounds__(kThreads) mxfp8_dequantize_kernel(const Dequan
   store_chunk(static_cast<char*>(p.out) + row * p.n * esz, c, p.n, p.out_dtype, true, y);
 }
 
-unsigned blocks_for(int64_t items) { return static_cast<unsigned>((items + kThreads - 1) / kThreads); }
-
 }  // namespace
 
 error_t launch_gemma_norm(const NormParams& p, stream_t stream) {
@@ -354,12 +352,12 @@ error_t launch_gemma_norm(const NormParams& p, stream_t stream) {
 
 error_t launch_mxfp8_quantize(const QuantParams& p, stream_t stream) {
   const bool vec = p.x_stride % 8 == 0 && aligned16(p.x);
-  mxfp8_quantize_kernel<<<blocks_for(p.m * (p.n / 8)), kThreads, 0, stream>>>(p, vec);
+  mxfp8_quantize_kernel<<<blocks_for(p.m * (p.n / 8), kThreads), kThreads, 0, stream>>>(p, vec);
   return last_error();
 }
 
 error_t launch_mxfp8_dequantize(const DequantParams& p, stream_t stream) {
-  mxfp8_dequantize_kernel<<<blocks_for(p.m * (p.n / 8)), kThreads, 0, stream>>>(
+  mxfp8_dequantize_kernel<<<blocks_for(p.m * (p.n / 8), kThreads), kThreads, 0, stream>>>(
       p, (reinterpret_cast<uintptr_t>(p.codes) & 7u) == 0);
   return last_error();
 }

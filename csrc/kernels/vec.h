@@ -134,4 +134,9 @@ MXF_DEV uint32_t amax_bits32(const Chunk8& x) {
 
 MXF_HD bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// CTAs of `threads` threads for one thread per item (the element-wise launches).
+inline unsigned blocks_for(int64_t items, int threads) {
+  return static_cast<unsigned>((items + threads - 1) / threads);
+}
+
 }  // namespace mxf::kernels
