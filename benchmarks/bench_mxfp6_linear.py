@@ -2,6 +2,11 @@
 and vs mxfp6_unpack followed by F.linear. Weights cycle through 16 sets so they come from HBM.
 
     python benchmarks/bench_mxfp6_linear.py [--out benchmarks/results/h200_mxfp6_linear]
+
+mxfp6_linear is timed in each launch mode of ``mxfuse.set_pdl`` (programmatic dependent launch:
+"off", "on" -- the default --, "prefetch_weights"), all against the same baselines in one run.
+In a graph of back-to-back calls, "on" lets each call's CTAs start as the previous call's leave
+and "prefetch_weights" also lets them stream their weights before the previous call ends.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import harness  # noqa: E402
 import mxfuse  # noqa: E402
 
 SHAPES = [(9216, 2048), (2048, 4096), (2560, 6144), (12288, 6144)]
+MODES = ("off", "on", "prefetch_weights")
 MS = [1, 2, 4, 8, 16]
 
 
@@ -26,9 +32,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/results/h200_mxfp6_linear")
     ap.add_argument("--ms", type=int, nargs="*", default=MS)
+    ap.add_argument("--pdl", nargs="*", default=list(MODES), choices=MODES)
     args = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda"
+    default_mode = mxfuse.pdl_mode()
     copy_gbs = harness.copy_bandwidth_gbs()
     print(f"copy bandwidth: {copy_gbs:.0f} GB/s (read + write)", flush=True)
     rows, table = [], []
@@ -48,6 +56,11 @@ def main() -> None:
             err = ((y.double() - ref).norm() / ref.norm()).item()
             if not err < 4e-3:
                 raise SystemExit(f"verification failed at {n}x{k} m={m}: rel err {err}")
+            for mode in args.pdl:  # every launch mode gives the same bits
+                mxfuse.set_pdl(mode)
+                if not torch.equal(mxfuse.mxfp6_linear(xs[0], *packs[0]).view(torch.int16), y.view(torch.int16)):
+                    raise SystemExit(f"verification failed at {n}x{k} m={m}: pdl {mode} changed the bits")
+            mxfuse.set_pdl(default_mode)
 
             def w6(i):
                 mxfuse.mxfp6_linear(xs[i], *packs[i])
@@ -61,24 +74,36 @@ def main() -> None:
             p = {"n": n, "k": k, "m": m}
             w6_bytes = packs[0][0].numel() + packs[0][1].numel() + m * k * 2 + m * n * 2
             dense_bytes = n * k * 2 + m * k * 2 + m * n * 2
-            t6 = harness.graph_time_us(w6)
+            t6 = {}
+            for mode in args.pdl:
+                mxfuse.set_pdl(mode)
+                t6[mode] = harness.graph_time_us(w6)
+            mxfuse.set_pdl(default_mode)
             td = harness.graph_time_us(dense)
             tu = harness.graph_time_us(unpack_dense)
-            r6 = harness.make_row("mxfp6_linear", p, t6, w6_bytes, copy_gbs, max_rel_err=err)
+            r6 = {mode: harness.make_row("mxfp6_linear", {**p, "pdl": mode}, t, w6_bytes, copy_gbs,
+                                         max_rel_err=err) for mode, t in t6.items()}
             rd = harness.make_row("bf16_F.linear", p, td, dense_bytes, copy_gbs)
             ru = harness.make_row("unpack_then_F.linear", p, tu, dense_bytes, copy_gbs)
-            rows += [r6, rd, ru]
-            table.append([f"{n}x{k}", m, t6, r6.gbs, r6.pct_copy, td, td / t6, tu, tu / t6])
-            print(f"{n}x{k} m={m:2d}: w6 {t6:7.2f} us ({r6.pct_copy:5.1f}% copy)  bf16 {td:7.2f} "
-                  f"({td / t6:4.2f}x)  unpack+bf16 {tu:7.2f} ({tu / t6:4.2f}x)", flush=True)
+            rows += [*r6.values(), rd, ru]
+            line = [f"{n}x{k}", m, td, tu]
+            for mode in args.pdl:
+                line += [t6[mode], td / t6[mode], r6[mode].pct_copy]
+            table.append(line)
+            print(f"{n}x{k} m={m:2d}: bf16 {td:7.2f} us  unpack+bf16 {tu:7.2f}  " + "  ".join(
+                f"{mode} {t6[mode]:6.2f} ({td / t6[mode]:4.2f}x, {r6[mode].pct_copy:4.1f}%)" for mode in args.pdl),
+                flush=True)
         del ws, packs
         torch.cuda.empty_cache()
-    header = ["N x K", "M", "mxfp6 us", "GB/s", "% copy", "bf16 F.linear us", "speedup vs bf16",
-              "unpack+F.linear us", "speedup vs unpack"]
+    header = ["N x K", "M", "bf16 F.linear us", "unpack+F.linear us"]
+    for mode in args.pdl:
+        header += [f"{mode}: us", f"{mode}: x bf16", f"{mode}: % copy"]
     md = (f"# MXFP6 W6A16 decode linear (bf16 activations), {harness.environment()['device']}\n\n"
           f"Command: `python benchmarks/bench_mxfp6_linear.py`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
           f"calls cycling {harness.INPUT_SETS} weight and input sets, best of {harness.REPLAYS}; copy "
-          f"bandwidth {copy_gbs:.0f} GB/s measured in the same run. Bytes (mxfp6): packed + scales + x + out.\n\n"
+          f"bandwidth {copy_gbs:.0f} GB/s measured in the same run. Bytes (mxfp6): packed + scales + x + out. "
+          f"mxfp6_linear in each `mxfuse.set_pdl` mode ({', '.join(args.pdl)}; the default is on); "
+          f"x bf16 = bf16 F.linear time / mxfp6 time.\n\n"
           + harness.md_table(header, table))
     harness.write_results(args.out, {"env": harness.environment(), "copy_gbs": copy_gbs, "rows": rows}, md)
     print(md)

@@ -296,3 +296,20 @@ def test_mxfp6_unpack_and_linear_bad_args():
         OPS.mxfp6_linear(x, packed, scales, torch.zeros(16, dtype=torch.bfloat16))
     with pytest.raises(RuntimeError, match=r"'bias'"):
         OPS.mxfp6_linear(x, packed, scales, torch.zeros(32, dtype=torch.float64))
+
+
+def test_pdl_mode_range():
+    import mxfuse
+
+    before = mxfuse.pdl_mode()
+    try:
+        with pytest.raises(ValueError, match=r"mode must be one of"):
+            mxfuse.set_pdl("always")
+        with pytest.raises(RuntimeError, match=r"'mode' must be 0 \(off\), 1 \(on\) or 2"):
+            OPS._set_pdl(3)
+        assert mxfuse.pdl_mode() == before  # unchanged by the failed calls
+        for mode in ("off", "prefetch_weights", "on"):
+            mxfuse.set_pdl(mode)
+            assert mxfuse.pdl_mode() == mode
+    finally:
+        mxfuse.set_pdl(before)

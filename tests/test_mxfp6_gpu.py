@@ -4,6 +4,7 @@ path within the fp64 bound, scales the fast path cannot fold, and CUDA graph rep
 
 from __future__ import annotations
 
+import mxfuse
 import pytest
 import torch
 from conftest import OPS, assert_bitwise_equal, randn, requires_mxfp6
@@ -140,6 +141,57 @@ def test_cuda_graph_replay_equals_eager():
         g.replay()
         torch.cuda.synchronize()
         assert_bitwise_equal(y, OPS.mxfp6_linear(x, packed, scales), "graph replay vs eager")
+
+
+@pytest.fixture
+def restore_pdl():
+    before = mxfuse.pdl_mode()
+    yield
+    mxfuse.set_pdl(before)
+
+
+@pytest.mark.parametrize("pdl", ["on", "prefetch_weights"])
+@pytest.mark.parametrize("n,split", [(1024, "0"), (2048, "0"), (2048, "2"), (6144, "0")])
+def test_pdl_chain_reads_what_the_previous_kernel_wrote(pdl, n, split, monkeypatch, restore_pdl):
+    # Programmatic dependent launch lets each linear start while the previous kernel runs; x is
+    # the previous kernel's output here (and once an in-place update right before), so any read
+    # of x or write of out before the dependency wait would change the bits. Eager and graph;
+    # split 2: clusters of two CTAs.
+    monkeypatch.setenv("MXFUSE_FP6_SPLIT", split)
+    packed, scales, _ = packed_on_gpu(n, n, torch.bfloat16, 14, scale=1.0 / 32)
+    x0 = randn((3, n), torch.bfloat16, 15, 1.0).cuda()
+
+    def chain(x):
+        ys = [x]
+        for i in range(6):
+            y = OPS.mxfp6_linear(ys[-1], packed, scales)
+            if i == 2:
+                y.mul_(0.5)
+            ys.append(y)
+        return ys[1:]
+
+    mxfuse.set_pdl("off")
+    want = chain(x0)
+    torch.cuda.synchronize()
+    mxfuse.set_pdl(pdl)
+    assert mxfuse.pdl_mode() == pdl
+    got = chain(x0)
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert_bitwise_equal(a, b, f"step {i} with pdl={pdl} vs without")
+    xg = torch.zeros_like(x0)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        chain(xg)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        ys = chain(xg)
+    xg.copy_(x0)
+    g.replay()
+    torch.cuda.synchronize()
+    for i, (a, b) in enumerate(zip(ys, want)):
+        assert_bitwise_equal(a, b, f"graph step {i} with pdl={pdl} vs eager without")
 
 
 def test_pack_large_weight_matches_cpu():

@@ -96,6 +96,14 @@ MXF_DEV float ld_cluster_f32(const float* local, uint32_t rank) {
   asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
   return v;
 }
+
+// Programmatic dependent launch (sm_90+). A kernel launched with the programmatic-serialization
+// attribute may start before the previous kernel in the stream has finished; grid_dep_wait()
+// blocks until that kernel has completed and its writes are visible (a no-op without the
+// attribute). grid_dep_launch() lets the next such kernel start once every CTA of this one has
+// called it (or exited).
+MXF_DEV void grid_dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+MXF_DEV void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 #endif  // MXF_HAS_CLUSTER
 
 }  // namespace mxf::kernels

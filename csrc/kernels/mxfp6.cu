@@ -235,6 +235,11 @@ MXF_DEV float ld_group_f32(const float* local, int rank) {
   return *local;
 }
 
+// x is read with plain loads: the compiler treats a read-only (__ldg) load as invariant and
+// hoisted the first ones above grid_dep_wait(), i.e. before the previous kernel had written x
+// (seen in the sm_90a SASS and as wrong bits in the PDL chain test).
+MXF_DEV uint4 load_x(const uint4* p) { return *p; }
+
 // One k-tile (4 groups) of kRT row tiles from the ring slot `st`. kFold: scales folded into the
 // decode multiply and one mma chain per row tile; otherwise every group's product starts from
 // zero and is scaled in fp32. xq holds this tile's x on entry (per n8 block and group) and the
@@ -265,7 +270,7 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
       b[nb][1] = prmt(xc.x, xc.z, 0x7632u);
       b[nb][2] = prmt(xc.y, xc.w, 0x5410u);
       b[nb][3] = prmt(xc.y, xc.w, 0x7632u);
-      if (more) xq[nb][j] = __ldg(xnext[nb] + j * 4);
+      if (more) xq[nb][j] = load_x(xnext[nb] + j * 4);
     }
 #pragma unroll
     for (int r = 0; r < kRT; ++r) {
@@ -318,6 +323,12 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
 template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS>
 MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, int64_t m0,
                         int split) {
+#if defined(MXF_HAS_CLUSTER)
+  // The previous kernel in the stream may still run (programmatic dependent launch): nothing in
+  // global memory is touched before grid_dep_wait(), except the weights with pdl == 2.
+  grid_dep_launch();
+  if (p.pdl != 2) grid_dep_wait();
+#endif
   constexpr bool kBF16 = kAct == Dtype::kBF16;
   constexpr int kStages = kStagesFor<kRT, kW, kV>;
   constexpr int kSlot = kRT * kTileStageBytes;  // kRT tiles and their scale bytes
@@ -419,11 +430,14 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
     if (s < count) issue(s);
     cp_async_commit();
   }
+#if defined(MXF_HAS_CLUSTER)
+  if (p.pdl == 2) grid_dep_wait();  // x and out only after the previous kernel has finished
+#endif
   uint4 xq[kNB][4];
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) xq[nb][j] = count > 0 ? __ldg(xptr[nb] + j * 4) : make_uint4(0, 0, 0, 0);
+    for (int j = 0; j < 4; ++j) xq[nb][j] = count > 0 ? load_x(xptr[nb] + j * 4) : make_uint4(0, 0, 0, 0);
 
   int slot = 0;
   for (int i = 0; i < count; ++i) {
@@ -525,6 +539,9 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
   }
 #endif
   if constexpr (kS == 1) {
+#if defined(MXF_HAS_CLUSTER)
+    grid_dep_wait();
+#endif
     for (int r = 0; r < kRT; ++r) linear_portable(p, row0 + r * kFp6TileRows, m0, kRowsX);
   }
 }
@@ -533,32 +550,65 @@ template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS>
 error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
   constexpr int kRowsX = 8 * kNB;
   const int64_t ctas = p.n / (kFp6TileRows * kRT) * ((p.m + kRowsX - 1) / kRowsX) * kS;
-  constexpr int smem = linear_smem_bytes<kNB, kRT, kW, kV>();
+  int smem = linear_smem_bytes<kNB, kRT, kW, kV>();
   const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS>;
-  const error_t e = set_max_dynamic_smem(kernel, smem);
+  error_t e = set_max_dynamic_smem(kernel, smem);
   if (e != kSuccess) return e;
-  if constexpr (kS == 1) {
-    kernel<<<static_cast<unsigned>(ctas), kW * 32, smem, stream>>>(p);
-    return last_error();
-  } else {
 #if defined(MXF_CUDA)
+  // With programmatic dependent launch the next kernel's CTAs are placed while this one's still
+  // run, on the SMs with room at that moment, which can stack several on one SM (measured on the
+  // H200: 2048 x 4096, M = 1, 5.7 -> 10.2 us). When an SM could hold more than the even share
+  // ceil(CTAs / SMs), the shared memory is padded just enough that it holds no more: the next
+  // kernel's CTAs then take the slots this one's leave, one for one. (Just enough: a larger
+  // shared-memory carveout leaves less L1 cache for x.)
+  if (p.clusters && p.pdl > 0 && p.smem_per_sm > 0) {
+    const int64_t share = (ctas + p.num_sms - 1) / p.num_sms;
+    int fit = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, kW * 32, smem) != cudaSuccess) {
+      return last_error();
+    }
+    if (fit > share) {
+      const int64_t pad = (p.smem_per_sm / (share + 1) - p.smem_reserved + 16) & ~int64_t{15};
+      if (pad > smem && pad <= p.smem_optin) {
+        smem = static_cast<int>(pad);
+        e = set_max_dynamic_smem(kernel, smem);
+        if (e != kSuccess) return e;
+      }
+    }
+  }
+#endif
+#if defined(MXF_CUDA)
+  // sm_90+ launches (the host sets p.clusters only there) may carry a cluster shape and the
+  // programmatic-dependent-launch attribute.
+  if (kS > 1 || (p.clusters && p.pdl > 0)) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(static_cast<unsigned>(ctas));
     cfg.blockDim = dim3(kW * 32);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kS;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
+    cudaLaunchAttribute attr[2];
+    unsigned n_attr = 0;
+    if (kS > 1) {
+      attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+      attr[n_attr].val.clusterDim.x = kS;
+      attr[n_attr].val.clusterDim.y = 1;
+      attr[n_attr].val.clusterDim.z = 1;
+      ++n_attr;
+    }
+    if (p.clusters && p.pdl > 0) {
+      attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+      ++n_attr;
+    }
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = n_attr;
     return cudaLaunchKernelEx(&cfg, kernel, p);
-#else
-    return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1>(p, stream);
-#endif
   }
+#else
+  if constexpr (kS > 1) return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1>(p, stream);
+#endif
+  kernel<<<static_cast<unsigned>(ctas), kW * 32, smem, stream>>>(p);
+  return last_error();
 }
 
 // Launch shape from the weight shape only, never from M: every row of x runs the same instruction

@@ -3,6 +3,7 @@
 #include <ATen/MemoryOverlap.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <optional>
 #include <tuple>
@@ -77,6 +78,26 @@ void run_pack(Fp6PackParams& p, [[maybe_unused]] const at::Tensor& w) {
   }
 #endif
   cpu::mxfp6_pack(p);
+}
+
+// Programmatic dependent launch of mxfp6_linear (sm_90+): 0 off, 1 on (default), 2 on and the
+// weight stream starts before the previous kernel in the stream has finished. Set by
+// mxfuse._set_pdl; until then MXFUSE_PDL=0|1|2 from the environment, else 1.
+std::atomic<int> g_pdl{-1};
+
+void set_pdl(int64_t mode) {
+  MXF_CHECK(mode >= 0 && mode <= 2,
+            "mxfuse._set_pdl: argument 'mode' must be 0 (off), 1 (on) or 2 (on, weights prefetched), got ",
+            mode);
+  g_pdl.store(static_cast<int>(mode));
+}
+
+int64_t pdl_mode() {
+  const int v = g_pdl.load(std::memory_order_relaxed);
+  if (v >= 0) return v;
+  const char* e = std::getenv("MXFUSE_PDL");
+  if (e != nullptr && (e[0] == '0' || e[0] == '1' || e[0] == '2') && e[1] == '\0') return e[0] - '0';
+  return 1;
 }
 
 #ifdef MXF_WITH_GPU
@@ -218,12 +239,22 @@ at::Tensor mxfp6_linear(const at::Tensor& x, const at::Tensor& packed, const at:
     p.warps_override = env_int("MXFUSE_FP6_WARPS");
     p.split_override = env_int("MXFUSE_FP6_SPLIT");
     p.rt_override = env_int("MXFUSE_FP6_RT");
+    p.pdl = static_cast<int>(pdl_mode());
+    p.smem_per_sm = static_cast<int>(prop->sharedMemPerMultiprocessor);
+    p.smem_reserved = static_cast<int>(prop->reservedSharedMemPerBlock);
+    p.smem_optin = static_cast<int>(prop->sharedMemPerBlockOptin);
     C10_CUDA_CHECK(kernels::launch_mxfp6_linear(p, at::cuda::getCurrentCUDAStream()));
     return out;
   }
 #endif
   cpu::mxfp6_linear(p);
   return out;
+}
+
+TORCH_LIBRARY_FRAGMENT(mxfuse, m) {
+  // Launch setting of mxfp6_linear on sm_90+ (programmatic dependent launch): 0, 1 or 2.
+  m.def("_set_pdl(int mode) -> ()", &set_pdl);
+  m.def("_get_pdl() -> int", &pdl_mode);
 }
 
 TORCH_LIBRARY_IMPL(mxfuse, CPU, m) {

@@ -14,6 +14,8 @@ from .ops import (
     mxfp6_round_,
     mxfp6_unpack,
     mxfp8_quantize,
+    pdl_mode,
+    set_pdl,
 )
 from .quant import MXFP8_KEY, QuantizedActivation, QuantKey, quantize_mxfp8
 
@@ -31,5 +33,7 @@ __all__ = [
     "mxfp6_unpack",
     "mxfp8_dequantize",
     "mxfp8_quantize",
+    "pdl_mode",
     "quantize_mxfp8",
+    "set_pdl",
 ]

@@ -168,6 +168,31 @@ def mxfp6_round_(w: Tensor, scale_rule: str = "floor") -> Tensor:
     return w
 
 
+PDL_MODES = ("off", "on", "prefetch_weights")
+
+
+def set_pdl(mode: str) -> None:
+    """How ``mxfp6_linear`` launches on sm_90+ GPUs (programmatic dependent launch, PDL).
+
+    ``"on"`` (the default): a linear may start while the previous kernel in the stream finishes
+    and waits for it before it reads or writes any tensor; the next kernel may likewise start
+    early if it was launched with PDL. ``"prefetch_weights"``: as "on", but the linear starts
+    streaming ``packed`` and ``scales`` before that wait, so the kernel that runs right before it
+    in the stream must not write them (weights written by an earlier kernel are fine).
+    ``"off"``: plain launches. Results are bitwise the same in every mode; the setting is read
+    when a launch is issued (graph capture records it) and is process-wide. The environment
+    variable ``MXFUSE_PDL=0|1|2`` sets the initial mode.
+    """
+    if mode not in PDL_MODES:
+        raise ValueError(f"mxfuse.set_pdl: mode must be one of {PDL_MODES}, got {mode!r}")
+    _ops._set_pdl(PDL_MODES.index(mode))
+
+
+def pdl_mode() -> str:
+    """The current ``set_pdl`` mode."""
+    return PDL_MODES[_ops._get_pdl()]
+
+
 def mxfp6_linear(x: Tensor, packed: Tensor, scales: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x [..., K] @ W6^T (+ bias)`` with fp32 accumulation, one rounding to x's dtype."""
     return _ops.mxfp6_linear(x, packed, scales, bias)
