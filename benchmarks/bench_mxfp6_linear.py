@@ -33,6 +33,8 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/h200_mxfp6_linear")
     ap.add_argument("--ms", type=int, nargs="*", default=MS)
     ap.add_argument("--pdl", nargs="*", default=list(MODES), choices=MODES)
+    ap.add_argument("--shapes", nargs="*", default=[f"{n}x{k}" for n, k in SHAPES],
+                    help="N x K shapes to run, e.g. 2560x6144")
     args = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda"
@@ -40,7 +42,7 @@ def main() -> None:
     copy_gbs = harness.copy_bandwidth_gbs()
     print(f"copy bandwidth: {copy_gbs:.0f} GB/s (read + write)", flush=True)
     rows, table = [], []
-    for n, k in SHAPES:
+    for n, k in [tuple(int(v) for v in shape.split("x")) for shape in args.shapes]:
         ws, packs = [], []
         for _ in range(harness.INPUT_SETS):
             w = torch.randn(n, k, dtype=torch.bfloat16, device=dev) * 0.02
