@@ -25,6 +25,7 @@ test: build
 bench: build
 	$(PY) benchmarks/bench_norm_quant.py
 	$(PY) benchmarks/bench_mxfp6_linear.py
+	$(PY) benchmarks/bench_layer_front.py
 
 clean:
 	rm -rf build python/mxfuse/*.so python/*.egg-info

@@ -5,7 +5,7 @@ set -uo pipefail
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
 export MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a} PYTHONUNBUFFERED=1
-STEPS=${STEPS:-"build test bench_norm bench_fp6"}
+STEPS=${STEPS:-"build test bench_norm bench_fp6 bench_layer"}
 summary=()
 step() {  # name, command...
   local name=$1; shift
@@ -23,6 +23,7 @@ for s in $STEPS; do
     test) step test .venv/bin/python -m pytest -q -x -rs --durations=20 --junitxml="$OUT/junit.xml" ${PYTEST_ARGS:-tests} ;;
     bench_norm) step bench_norm .venv/bin/python benchmarks/bench_norm_quant.py --out "$OUT/h200_norm_quant" ${NORM_ARGS:-} ;;
     bench_fp6) step bench_fp6 .venv/bin/python benchmarks/bench_mxfp6_linear.py --out "$OUT/h200_mxfp6_linear" ${FP6_ARGS:-} ;;
+    bench_layer) step bench_layer .venv/bin/python benchmarks/bench_layer_front.py --out "$OUT/h200_layer_front" ;;
     *) step "$s" bash -c "$s" ;;
   esac
 done

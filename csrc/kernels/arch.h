@@ -106,4 +106,13 @@ MXF_DEV void grid_dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory
 MXF_DEV void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 #endif  // MXF_HAS_CLUSTER
 
+// Lets the next kernel in the stream start now if it was launched with programmatic dependent
+// launch (it waits for this one to finish before it touches memory; e.g. mxfp6_linear streaming
+// its weights while a norm still runs). A no-op elsewhere and for plain launches.
+MXF_DEV void allow_dependents_early() {
+#if defined(MXF_HAS_CLUSTER)
+  grid_dep_launch();
+#endif
+}
+
 }  // namespace mxf::kernels

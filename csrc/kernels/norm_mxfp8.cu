@@ -8,6 +8,7 @@
 // consecutive chunks = 4 consecutive threads, which share the block amax by two xor-shuffles.
 #include "../core/mx.h"
 #include "../core/rmsnorm.h"
+#include "arch.h"
 #include "norm_mxfp8.h"
 #include "vec.h"
 
@@ -96,6 +97,7 @@ __global__ void __launch_bounds__(kThreads) gemma_norm_kernel(const NormParams p
   constexpr int kRows = kThreads / kT;
   __shared__ float red[kThreads];
   __shared__ float row_vals[kRows];  // each row's rstd (kOnce) or total (see row_rstd)
+  allow_dependents_early();
   const int tx = threadIdx.x % kT;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kT;
   const bool active = row < p.m;
@@ -197,6 +199,7 @@ __global__ void __launch_bounds__(kThreads * kS) gemma_norm_wide_kernel(const No
   __shared__ float sq[(kS - 1) * 8 * kThreads];  // [slot-1][element][lane]
   __shared__ float red[kThreads];
   __shared__ float totals[1];
+  allow_dependents_early();
   const int t = threadIdx.x, lane = t % kThreads, slot = t / kThreads;
   const int64_t row = blockIdx.x, n = p.n, chunks = (n + 7) / 8, c = t;
   const bool valid = c < chunks;
@@ -296,6 +299,7 @@ error_t launch_norm_typed(const NormParams& p, bool vec, stream_t stream) {
 
 // One chunk of 8 per thread; a 32-element block is 4 consecutive threads of one row.
 __global__ void __launch_bounds__(kThreads) mxfp8_quantize_kernel(const QuantParams p, bool vec) {
+  allow_dependents_early();
   const int64_t cpr = p.n / 8;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const bool valid = g < p.m * cpr;
@@ -310,6 +314,7 @@ __global__ void __launch_bounds__(kThreads) mxfp8_quantize_kernel(const QuantPar
 
 __global__ void __launch_bounds__(kThreads) mxfp8_dequantize_kernel(const DequantParams p,
                                                                     bool aligned) {
+  allow_dependents_early();
   const int64_t cpr = p.n / 8;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (g >= p.m * cpr) return;
