@@ -194,6 +194,44 @@ def test_pdl_chain_reads_what_the_previous_kernel_wrote(pdl, n, split, monkeypat
         assert_bitwise_equal(a, b, f"graph step {i} with pdl={pdl} vs eager without")
 
 
+@pytest.mark.parametrize("n,k", [(2048, 2048), (2560, 6144), (12288, 6144)])
+def test_pdl_on_reads_weights_the_previous_kernel_wrote(n, k, restore_pdl):
+    # In the default mode the linear only warms L2 with its weights before the dependency wait
+    # and reads them after it, so an in-place weight update by the kernel right before it (an xor
+    # kernel flipping between two weight sets) must be seen. Eager and in a graph (back to back).
+    packed, scales, _ = packed_on_gpu(n, k, torch.bfloat16, 16)
+    g = torch.Generator(device="cuda").manual_seed(18)
+    mask = torch.randint(0, 256, packed.shape, dtype=torch.uint8, device="cuda", generator=g)
+    x = randn((4, k), torch.bfloat16, 17, 1.0).cuda()
+    mxfuse.set_pdl("off")
+    want = [OPS.mxfp6_linear(x, packed ^ mask, scales), OPS.mxfp6_linear(x, packed, scales)]
+    mxfuse.set_pdl("on")
+    w = packed.clone()
+
+    def steps():
+        ys = []
+        for _ in range(6):
+            w.bitwise_xor_(mask)
+            ys.append(OPS.mxfp6_linear(x, w, scales))
+        return ys
+
+    for i, y in enumerate(steps()):
+        assert_bitwise_equal(y, want[i % 2], f"eager step {i}")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        steps()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        ys = steps()
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        for i, y in enumerate(ys):
+            assert_bitwise_equal(y, want[i % 2], f"graph step {i}")
+
+
 def test_pack_large_weight_matches_cpu():
     w = weight(12288, 1024, torch.bfloat16, 14)
     pg, sg = OPS.mxfp6_pack(w.cuda(), "floor")
