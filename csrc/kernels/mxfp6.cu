@@ -18,6 +18,7 @@
 // (bf16), otherwise each group's two mma steps start from zero and are scaled in fp32. The launch
 // shape depends on the weight shape only, so every row of x runs the same instruction sequence
 // and summation order whatever M is: results are batch invariant.
+#include <atomic>
 #include <type_traits>
 
 #include "../core/mxfp6_layout.h"
@@ -563,9 +564,18 @@ error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
   // shared-memory carveout leaves less L1 cache for x.)
   if (p.clusters && p.pdl > 0 && p.smem_per_sm > 0) {
     const int64_t share = (ctas + p.num_sms - 1) / p.num_sms;
+    // CTAs per SM the unpadded kernel allows, asked once per kernel (and again only on a device
+    // with another SM count): the query costs host time on every eager launch otherwise.
+    static std::atomic<int> cached{-1};  // num_sms * 256 + fit
     int fit = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, kW * 32, smem) != cudaSuccess) {
-      return last_error();
+    const int c = cached.load(std::memory_order_relaxed);
+    if (c >= 0 && c / 256 == p.num_sms) {
+      fit = c % 256;
+    } else {
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, kW * 32, smem) != cudaSuccess) {
+        return last_error();
+      }
+      cached.store(p.num_sms * 256 + (fit < 255 ? fit : 255), std::memory_order_relaxed);
     }
     if (fit > share) {
       const int64_t pad = (p.smem_per_sm / (share + 1) - p.smem_reserved + 16) & ~int64_t{15};
@@ -576,8 +586,6 @@ error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
       }
     }
   }
-#endif
-#if defined(MXF_CUDA)
   // sm_90+ launches (the host sets p.clusters only there) may carry a cluster shape and the
   // programmatic-dependent-launch attribute.
   if (kS > 1 || (p.clusters && p.pdl > 0)) {
