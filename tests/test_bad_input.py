@@ -313,3 +313,24 @@ def test_pdl_mode_range():
             assert mxfuse.pdl_mode() == mode
     finally:
         mxfuse.set_pdl(before)
+
+
+
+@pytest.mark.parametrize("value,want", [("2", "prefetch_weights"), ("0", "off"), ("", "on"), ("7", None),
+                                        ("on", None)])
+def test_pdl_env_value_checked(value, want):
+    # MXFUSE_PDL sets the initial mode; it is read while no set_pdl call has been made, so each
+    # case runs in a fresh interpreter. A bad value is an error that names the variable.
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MXFUSE_PDL": value}
+    r = subprocess.run([sys.executable, "-c", "import mxfuse; print(mxfuse.pdl_mode())"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    if want is None:
+        assert r.returncode != 0
+        assert "MXFUSE_PDL must be 0 (off), 1 (on) or 2" in r.stderr and f"got '{value}'" in r.stderr
+    else:
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == want

@@ -96,8 +96,11 @@ int64_t pdl_mode() {
   const int v = g_pdl.load(std::memory_order_relaxed);
   if (v >= 0) return v;
   const char* e = std::getenv("MXFUSE_PDL");
-  if (e != nullptr && (e[0] == '0' || e[0] == '1' || e[0] == '2') && e[1] == '\0') return e[0] - '0';
-  return 1;
+  if (e == nullptr || e[0] == '\0') return 1;
+  MXF_CHECK((e[0] == '0' || e[0] == '1' || e[0] == '2') && e[1] == '\0',
+            "mxfuse: environment variable MXFUSE_PDL must be 0 (off), 1 (on) or 2 (prefetch weights), got '", e,
+            "'");
+  return e[0] - '0';
 }
 
 #ifdef MXF_WITH_GPU
