@@ -22,11 +22,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
 import mxfuse  # noqa: E402
+from mxfuse.ops import PDL_MODES as MODES  # noqa: E402
 
 # (hidden, qkv rows): Qwen3-Next-80B's full-attention qkv (2048 -> 9216) and a 6144-wide model's.
 SHAPES = [(2048, 9216), (6144, 12288)]
 MS = [1, 8, 16]
-MODES = ("off", "on", "prefetch_weights")
 
 
 def main() -> None:
@@ -53,8 +53,7 @@ def main() -> None:
             rs = [torch.randn(m, hidden, dtype=dt, device=dev) for _ in range(harness.INPUT_SETS)]
 
             def front(i):
-                y = mxfuse.gemma_fused_add_rmsnorm(xs[i], rs[i], nws[i])
-                return mxfuse.mxfp6_linear(y, *packs[i])
+                mxfuse.mxfp6_linear(mxfuse.gemma_fused_add_rmsnorm(xs[i], rs[i], nws[i]), *packs[i])
 
             def front_bf16(i):
                 F.linear(mxfuse.gemma_fused_add_rmsnorm(xs[i], rs[i], nws[i]), ws[i])
@@ -75,11 +74,8 @@ def main() -> None:
                 outs.append(mxfuse.mxfp6_linear(mxfuse.gemma_fused_add_rmsnorm(xs[0], r0, nws[0]), *packs[0]))
             if not all(torch.equal(o.view(torch.int16), outs[0].view(torch.int16)) for o in outs):
                 raise SystemExit(f"verification failed at hidden {hidden} n {n} m {m}: modes differ")
-            t = {}
-            for mode in MODES:
-                mxfuse.set_pdl(mode)
-                t[mode] = harness.graph_time_us(front)
             mxfuse.set_pdl(default_mode)
+            t = harness.graph_time_us_per_pdl_mode(front, MODES)
             t_norm, t_lin = harness.graph_time_us(norm), harness.graph_time_us(linear)
             t_bf16 = harness.graph_time_us(front_bf16)
             p = {"hidden": hidden, "n": n, "m": m}

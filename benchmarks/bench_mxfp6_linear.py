@@ -22,9 +22,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
 import mxfuse  # noqa: E402
+from mxfuse.ops import PDL_MODES as MODES  # noqa: E402
 
 SHAPES = [(9216, 2048), (2048, 4096), (2560, 6144), (12288, 6144)]
-MODES = ("off", "on", "prefetch_weights")
 MS = [1, 2, 4, 8, 16]
 
 
@@ -76,11 +76,7 @@ def main() -> None:
             p = {"n": n, "k": k, "m": m}
             w6_bytes = packs[0][0].numel() + packs[0][1].numel() + m * k * 2 + m * n * 2
             dense_bytes = n * k * 2 + m * k * 2 + m * n * 2
-            t6 = {}
-            for mode in args.pdl:
-                mxfuse.set_pdl(mode)
-                t6[mode] = harness.graph_time_us(w6)
-            mxfuse.set_pdl(default_mode)
+            t6 = harness.graph_time_us_per_pdl_mode(w6, args.pdl)
             td = harness.graph_time_us(dense)
             tu = harness.graph_time_us(unpack_dense)
             r6 = {mode: harness.make_row("mxfp6_linear", {**p, "pdl": mode}, t, w6_bytes, copy_gbs,

@@ -51,6 +51,22 @@ def graph_time_us(call: Callable[[int], object], calls: int = CALLS_PER_GRAPH,
     return best
 
 
+def graph_time_us_per_pdl_mode(call: Callable[[int], object], modes) -> dict[str, float]:
+    """graph_time_us of `call` with each `mxfuse.set_pdl` mode in turn (captured in that mode);
+    the mode in force before is restored."""
+    import mxfuse
+
+    before = mxfuse.pdl_mode()
+    try:
+        times = {}
+        for mode in modes:
+            mxfuse.set_pdl(mode)
+            times[mode] = graph_time_us(call)
+        return times
+    finally:
+        mxfuse.set_pdl(before)
+
+
 def copy_bandwidth_gbs(nbytes: int = 1 << 31) -> float:
     """Device-to-device copy bandwidth (bytes read + written per second), graph-timed: the best of
     a copy_ (inside a graph it may run on a copy engine) and an SM kernel doing the same traffic."""

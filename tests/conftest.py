@@ -64,6 +64,14 @@ def _poison_off():
 POISON_BYTES = (0x00, 0xFF)
 
 
+@pytest.fixture
+def restore_pdl():
+    """The mxfp6_linear launch mode (mxfuse.set_pdl) in force before the test, restored after it."""
+    before = OPS._get_pdl()
+    yield
+    OPS._set_pdl(before)
+
+
 def run_poisoned(fn):
     """Run ``fn()`` (which must build fresh inputs for in-place args) under each poison byte and
     require bitwise-identical outputs; returns the outputs of the last run (a tuple of tensors)."""

@@ -298,22 +298,18 @@ def test_mxfp6_unpack_and_linear_bad_args():
         OPS.mxfp6_linear(x, packed, scales, torch.zeros(32, dtype=torch.float64))
 
 
-def test_pdl_mode_range():
+def test_pdl_mode_range(restore_pdl):
     import mxfuse
 
     before = mxfuse.pdl_mode()
-    try:
-        with pytest.raises(ValueError, match=r"mode must be one of"):
-            mxfuse.set_pdl("always")
-        with pytest.raises(RuntimeError, match=r"'mode' must be 0 \(off\), 1 \(on\) or 2"):
-            OPS._set_pdl(3)
-        assert mxfuse.pdl_mode() == before  # unchanged by the failed calls
-        for mode in ("off", "prefetch_weights", "on"):
-            mxfuse.set_pdl(mode)
-            assert mxfuse.pdl_mode() == mode
-    finally:
-        mxfuse.set_pdl(before)
-
+    with pytest.raises(ValueError, match=r"mode must be one of"):
+        mxfuse.set_pdl("always")
+    with pytest.raises(RuntimeError, match=r"'mode' must be 0 \(off\), 1 \(on\) or 2"):
+        OPS._set_pdl(3)
+    assert mxfuse.pdl_mode() == before  # unchanged by the failed calls
+    for mode in ("off", "prefetch_weights", "on"):
+        mxfuse.set_pdl(mode)
+        assert mxfuse.pdl_mode() == mode
 
 
 @pytest.mark.parametrize("value,want", [("2", "prefetch_weights"), ("0", "off"), ("", "on"), ("7", None),

@@ -143,13 +143,6 @@ def test_cuda_graph_replay_equals_eager():
         assert_bitwise_equal(y, OPS.mxfp6_linear(x, packed, scales), "graph replay vs eager")
 
 
-@pytest.fixture
-def restore_pdl():
-    before = mxfuse.pdl_mode()
-    yield
-    mxfuse.set_pdl(before)
-
-
 @pytest.mark.parametrize("pdl", ["on", "prefetch_weights"])
 @pytest.mark.parametrize("n,split", [(1024, "0"), (2048, "0"), (2048, "2"), (6144, "0")])
 def test_pdl_chain_reads_what_the_previous_kernel_wrote(pdl, n, split, monkeypatch, restore_pdl):

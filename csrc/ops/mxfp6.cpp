@@ -82,7 +82,8 @@ void run_pack(Fp6PackParams& p, [[maybe_unused]] const at::Tensor& w) {
 
 // Programmatic dependent launch of mxfp6_linear (sm_90+): 0 off, 1 on (default), 2 on and the
 // weight stream starts before the previous kernel in the stream has finished. Set by
-// mxfuse._set_pdl; until then MXFUSE_PDL=0|1|2 from the environment, else 1.
+// mxfuse._set_pdl; the first read without it takes MXFUSE_PDL=0|1|2 from the environment (else 1)
+// and keeps it, so launches do not parse the environment each time.
 std::atomic<int> g_pdl{-1};
 
 void set_pdl(int64_t mode) {
@@ -96,11 +97,15 @@ int64_t pdl_mode() {
   const int v = g_pdl.load(std::memory_order_relaxed);
   if (v >= 0) return v;
   const char* e = std::getenv("MXFUSE_PDL");
-  if (e == nullptr || e[0] == '\0') return 1;
-  MXF_CHECK((e[0] == '0' || e[0] == '1' || e[0] == '2') && e[1] == '\0',
-            "mxfuse: environment variable MXFUSE_PDL must be 0 (off), 1 (on) or 2 (prefetch weights), got '", e,
-            "'");
-  return e[0] - '0';
+  int mode = 1;
+  if (e != nullptr && e[0] != '\0') {
+    MXF_CHECK((e[0] == '0' || e[0] == '1' || e[0] == '2') && e[1] == '\0',
+              "mxfuse: environment variable MXFUSE_PDL must be 0 (off), 1 (on) or 2 (prefetch weights), got '", e,
+              "'");
+    mode = e[0] - '0';
+  }
+  int unset = -1;  // a concurrent set_pdl wins
+  return g_pdl.compare_exchange_strong(unset, mode) ? mode : unset;
 }
 
 #ifdef MXF_WITH_GPU
