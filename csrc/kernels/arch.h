@@ -88,13 +88,16 @@ MXF_DEV void cluster_sync() {
 MXF_DEV void cluster_sync_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
 }
-// A float at the same shared-memory offset as `local`, in the CTA of cluster rank `rank`.
-MXF_DEV float ld_cluster_f32(const float* local, uint32_t rank) {
+// The two halves of that barrier without memory ordering, for "every CTA of the cluster has
+// started" (a CTA's shared memory may be written by the others only then): arrive early, wait
+// just before the first remote access.
+MXF_DEV void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory"); }
+MXF_DEV void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
+// Stores v at the same shared-memory offset as `local`, in the CTA of cluster rank `rank`.
+MXF_DEV void st_cluster_f32(float* local, uint32_t rank, float v) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
-  return v;
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
 }
 
 // Programmatic dependent launch (sm_90+). A kernel launched with the programmatic-serialization

@@ -6,8 +6,8 @@
 // takes k-tiles v, v + kVW, ...; a warp runs one or two virtual warps' chains), stream their
 // packed tiles through a private cp.async ring, and meet once at the end to add their partials
 // in a fixed order. On sm_90 the kS CTAs of a thread-block cluster split K into contiguous
-// ranges, so that small N still fills every SM, and add their partials through distributed
-// shared memory in a fixed order. The weights are the A operand of mma.m16n8k16
+// ranges, so that small N still fills every SM, and push their partial sums into the leader
+// CTA's shared memory, which adds them in a fixed order. The weights are the A operand of mma.m16n8k16
 // (rows = output features), x is B (columns = tokens), so decode (M <= 8) uses one n8 block and
 // M <= 16 two. The k order inside an mma is permuted so each lane decodes the six contiguous
 // bytes (8 codes) it owns within a group with byte permutes: lane t of a quad holds codes
@@ -40,6 +40,17 @@ constexpr int kTileStageBytes = kFp6TileBytes + kTileScaleBytes;       // 1600
 // rings leave to x was 3% faster at 12288 x 6144 and 5% at 9216 x 2048.
 template <int kRT, int kW, int kV>
 constexpr int kStagesFor = kRT == 1 ? 4 : kW == 4 && kV == 1 ? 3 : 2;
+
+// Rings, and the partials of the kW * kV virtual warps: the last chain's in the rings' memory, the
+// first chain's after them when there are two; then, in a cluster of kS CTAs, the CTA partials
+// the other kS - 1 push to the leader.
+template <int kNB, int kRT, int kW, int kV, int kS>
+MXF_HD constexpr int linear_smem_bytes() {
+  constexpr int ring = kW * kStagesFor<kRT, kW, kV> * kRT * kTileStageBytes;
+  constexpr int red = kW * kRT * kNB * 4 * 32 * 4;  // one chain per warp
+  constexpr int pushed = (kS - 1) * kRT * kNB * 4 * 32 * 4;
+  return (ring > red ? ring : red) + (kV > 1 ? red : 0) + pushed;
+}
 
 // ---- pack / round / unpack ----------------------------------------------------------------
 
@@ -216,26 +227,6 @@ MXF_DEV void decode8(uint32_t w0, uint32_t w1, uint32_t par, uint32_t pow, uint3
 // folded into the decode multiply (the product is the W6 value, exact in bf16, SPEC §5).
 MXF_DEV bool scales_foldable(uint32_t s) { return ((s - 0x01010101u) & 0x80808080u) == 0; }
 
-// The kS CTAs of a cluster (kS = 1: this CTA alone) as one group: a barrier over all of them,
-// and a float at the same shared-memory offset in the group's CTA of rank `rank`.
-template <int kS>
-MXF_DEV void group_sync() {
-#if defined(MXF_HAS_CLUSTER)
-  if constexpr (kS > 1) {
-    cluster_sync();
-    return;
-  }
-#endif
-  __syncthreads();
-}
-template <int kS>
-MXF_DEV float ld_group_f32(const float* local, int rank) {
-#if defined(MXF_HAS_CLUSTER)
-  if constexpr (kS > 1) return ld_cluster_f32(local, static_cast<uint32_t>(rank));
-#endif
-  return *local;
-}
-
 // x is read with plain loads: the compiler treats a read-only (__ldg) load as invariant and
 // hoisted the first ones above grid_dep_wait(), i.e. before the previous kernel had written x
 // (seen in the sm_90a SASS and as wrong bits in the PDL chain test).
@@ -312,6 +303,7 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
   }
 }
 
+
 // kRT row tiles (16 weight rows each) and 8 * kNB rows of x. The summation order is fixed by kS
 // and kVW = kW * kV "virtual warps": the kS CTAs of a cluster split K into contiguous ranges,
 // and virtual warp v sums tiles v, v + kVW, ... of its CTA's range in one fp32 mma chain. Warp w
@@ -319,12 +311,14 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
 // more accumulator registers per warp keep the order of one with more warps). Each warp streams
 // its packed tiles and their 64 scale bytes through a private cp.async ring (without a break
 // between chains); x is read straight from global memory (L2-resident: every CTA reads the same
-// rows). The kS * kVW partials meet in shared memory and are added in one fixed order (CTA rank,
-// then virtual warp), reading the other CTAs' shared memory across the cluster.
+// rows). Each CTA adds its kVW partials in virtual-warp order; the other CTAs of the cluster push
+// that sum into the leader's shared memory (distributed shared memory, one cluster barrier), and
+// the leader adds the kS sums in rank order: (v0 + ... + v_kVW-1) of rank 0, + that of rank 1, ...
 template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS>
 MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, int64_t m0,
                         int split) {
 #if defined(MXF_HAS_CLUSTER)
+  if constexpr (kS > 1) cluster_arrive_relaxed();  // "started", waited for before the partials are pushed
   // The previous kernel in the stream may still run (programmatic dependent launch): nothing in
   // global memory is touched before grid_dep_wait(), except the weights with pdl == 2.
   grid_dep_launch();
@@ -475,31 +469,54 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   if (kV > 1 && cnt0 == 0) store_acc(warp);  // no tiles at all: chain 0's partial is zero (so is chain 1's)
   __syncthreads();  // the last chains' partials overwrite the rings
   store_acc(warp + (kV - 1) * kW);
-  group_sync<kS>();
-  // CTA `split` finishes the outputs of rows g with g % kS == split: fixed order CTA rank, then
-  // virtual warp; bias in fp32; one rounding.
-  for (int e = threadIdx.x; e < kPer * 32; e += kW * 32) {
+  __syncthreads();
+  // Each mma slot's CTA partial: its virtual warps added in order. Thread e handles slots
+  // e, e + kW * 32, ...
+  constexpr int kSlots = kPer * 32, kEl = (kPer + kW - 1) / kW;
+  float v[kEl];
+#pragma unroll
+  for (int q = 0; q < kEl; ++q) {
+    const int e = threadIdx.x + q * kW * 32;
+    if (e >= kSlots) continue;
+    v[q] = partial_of(0)[e];
+#pragma unroll
+    for (int w = 1; w < kVW; ++w) v[q] = add_rn(v[q], partial_of(w)[e]);
+  }
+#if defined(MXF_HAS_CLUSTER)
+  if constexpr (kS > 1) {
+    // The other CTAs push their partials into the leader's shared memory (after the rings and the
+    // leader's own partials), one cluster barrier, and the leader adds them in rank order.
+    float* const pushed = reinterpret_cast<float*>(smem + linear_smem_bytes<kNB, kRT, kW, kV, 1>());
+    cluster_wait();  // every CTA of the cluster has started (arrived at the kernel's start)
+    if (split != 0) {
+#pragma unroll
+      for (int q = 0; q < kEl; ++q) {
+        const int e = threadIdx.x + q * kW * 32;
+        if (e < kSlots) st_cluster_f32(pushed + (split - 1) * kSlots + e, 0, v[q]);
+      }
+    }
+    cluster_sync();
+    if (split != 0) return;
+#pragma unroll
+    for (int q = 0; q < kEl; ++q) {
+      const int e = threadIdx.x + q * kW * 32;
+      if (e >= kSlots) continue;
+#pragma unroll
+      for (int s = 1; s < kS; ++s) v[q] = add_rn(v[q], pushed[(s - 1) * kSlots + e]);
+    }
+  }
+#endif
+  // Bias in fp32, one rounding.
+#pragma unroll
+  for (int q = 0; q < kEl; ++q) {
+    const int e = threadIdx.x + q * kW * 32;
+    if (e >= kSlots) continue;
     const int idx = e / 32, ln = e % 32;
-    if ((ln >> 2) % kS != split) continue;
     const int r = idx / (kNB * 4), nb = (idx / 4) % kNB, i = idx % 4;
     const int64_t n = row0 + r * kFp6TileRows + (ln >> 2) + (i >= 2 ? 8 : 0);
     const int64_t m = m0 + nb * 8 + 2 * (ln & 3) + (i & 1);
-    if (m >= p.m) continue;
-    float part[kS * kVW];
-#pragma unroll
-    for (int s = 0; s < kS; ++s)
-#pragma unroll
-      for (int w = 0; w < kVW; ++w) {
-        part[s * kVW + w] = ld_group_f32<kS>(partial_of(w) + idx * 32 + ln, s);
-      }
-    float v = part[0];
-#pragma unroll
-    for (int q = 1; q < kS * kVW; ++q) v = add_rn(v, part[q]);
-    store_from_f32(p.out, m * p.n + n, kAct, add_rn(v, bias_at(p, n)));
+    if (m < p.m) store_from_f32(p.out, m * p.n + n, kAct, add_rn(v[q], bias_at(p, n)));
   }
-#if defined(MXF_HAS_CLUSTER)
-  if constexpr (kS > 1) cluster_sync_relaxed();  // keep this CTA's partials alive until all have read
-#endif
 }
 #endif  // MXF_HAS_MMA_PIPE
 
@@ -509,14 +526,6 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
 template <int kNB, int kRT, int kW>
 constexpr int kMinBlocks = kRT == 2 && kW == 8 ? 3 : (kNB * kRT == 1 ? 32 : kNB * kRT == 2 ? 21 : 16) / kW;
 
-// Rings, and the partials of the kW * kV virtual warps: the last chain's in the rings' memory, the
-// first chain's after them when there are two.
-template <int kNB, int kRT, int kW, int kV>
-constexpr int linear_smem_bytes() {
-  constexpr int ring = kW * kStagesFor<kRT, kW, kV> * kRT * kTileStageBytes;
-  constexpr int red = kW * kRT * kNB * 4 * 32 * 4;  // one chain per warp
-  return (ring > red ? ring : red) + (kV > 1 ? red : 0);
-}
 
 // Grid: one CTA per (kRT row tiles, block of x rows, K split); the kS CTAs of one split form a
 // cluster (consecutive block indices).
@@ -551,7 +560,7 @@ template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS>
 error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
   constexpr int kRowsX = 8 * kNB;
   const int64_t ctas = p.n / (kFp6TileRows * kRT) * ((p.m + kRowsX - 1) / kRowsX) * kS;
-  int smem = linear_smem_bytes<kNB, kRT, kW, kV>();
+  int smem = linear_smem_bytes<kNB, kRT, kW, kV, kS>();
   const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS>;
   error_t e = set_max_dynamic_smem(kernel, smem);
   if (e != kSuccess) return e;
