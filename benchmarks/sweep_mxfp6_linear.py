@@ -44,6 +44,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="sweep_mxfp6_linear.json")
     ap.add_argument("--ms", type=int, nargs="*", default=[1, 16])
+    ap.add_argument("--shapes", nargs="*", help="N x K shapes to run, e.g. 2560x6144 (default: all four)")
     ap.add_argument("--render", metavar="JSON", help="print the markdown table of a sweep and exit")
     args = ap.parse_args()
     if args.render:
@@ -51,7 +52,8 @@ def main() -> None:
         return
     torch.manual_seed(0)
     rows = []
-    for n, k in SHAPES:
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes] if args.shapes else SHAPES
+    for n, k in shapes:
         packs = []
         for _ in range(harness.INPUT_SETS):
             w = torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * 0.02

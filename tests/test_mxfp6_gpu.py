@@ -44,6 +44,17 @@ def test_batch_invariant(dtype, n, k):
         assert_bitwise_equal(part, full[:m], f"rows of M={m} vs the same rows in M=1024")
 
 
+@pytest.mark.parametrize("m", [1, 8, 16])
+def test_heuristic_cluster_shapes_within_bound(m):
+    # Shapes the heuristic runs as clusters on the H200 (132 SMs): 2560 x 6144 (two row tiles per
+    # warp, 8 warps, clusters of 4), 2560 x 4096 (too few k-tiles for that: one row tile per warp,
+    # 4 warps, clusters of 2), 1024 x 6144 (8 warps, clusters of 2); both kernels (M <= 8, <= 16).
+    for n, k in ((2560, 6144), (2560, 4096), (1024, 6144)):
+        packed, scales, w6 = packed_on_gpu(n, k, torch.bfloat16, 22)
+        x = randn((m, k), torch.bfloat16, 23, 1.0)
+        check_within_bound(x, packed, scales, w6, torch.bfloat16)
+
+
 @pytest.mark.parametrize("rt,warps", [("1", "4"), ("1", "8"), ("2", "4"), ("2", "8")])
 @pytest.mark.parametrize("split", ["1", "2", "4", "8"])
 def test_every_launch_shape_within_bound(rt, warps, split, monkeypatch):
@@ -76,7 +87,8 @@ def adversarial_packed(n, k, seed):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize(
-    "shape", [None, ("1", "4", "1"), ("2", "4", "1"), ("2", "8", "1"), ("1", "8", "2"), ("2", "8", "2")],
+    "shape",
+    [None, ("1", "4", "1"), ("2", "4", "1"), ("2", "8", "1"), ("1", "8", "2"), ("2", "8", "2"), ("2", "8", "4")],
     ids=lambda s: "heuristic" if s is None else f"rt{s[0]}w{s[1]}s{s[2]}",
 )
 def test_identity_x_gives_every_weight_exactly(dtype, shape, monkeypatch):
@@ -144,7 +156,7 @@ def test_cuda_graph_replay_equals_eager():
 
 
 @pytest.mark.parametrize("pdl", ["on", "prefetch_weights"])
-@pytest.mark.parametrize("n,split", [(1024, "0"), (2048, "0"), (2048, "2"), (6144, "0")])
+@pytest.mark.parametrize("n,split", [(1024, "0"), (2048, "0"), (2048, "2"), (2048, "4"), (6144, "0")])
 def test_pdl_chain_reads_what_the_previous_kernel_wrote(pdl, n, split, monkeypatch, restore_pdl):
     # Programmatic dependent launch lets each linear start while the previous kernel runs; x is
     # the previous kernel's output here (and once an in-place update right before), so any read

@@ -642,24 +642,37 @@ LinearShape linear_shape(const Fp6LinearParams& p) {
   // so the shape aims for as many resident warps as the weight's row tiles allow:
   //   >= 4 row tiles per SM: two row tiles per warp (x and loop overhead shared), 8 warps (the
   //      M <= 16 kernel runs them as 4 warps of two chains);
-  //   >= 1 per SM: one row tile per warp, 4 warps, K split over a cluster of 2 below 2 per SM;
+  //   >= 1 per SM: if two row tiles per warp, 8 warps and clusters of 4 fit in one wave (at most
+  //      1.5 row tiles per SM) and K has >= 48 k-tiles: that; otherwise one row tile per warp,
+  //      4 warps, K split over a cluster of 2 below 2 per SM;
   //   fewer: 8 warps, and K split over a cluster as far as the SMs and K allow.
   // The same order serves M <= 8 and M <= 16 (batch invariance); the row tiles per warp only
   // group rows and do not change any row's sums.
   const int64_t row_tiles = p.n / kFp6TileRows, ktiles = p.k / kFp6TileCols, sms = p.num_sms;
   LinearShape s{1, 4, 1};
+  const bool mid_clusters = p.clusters && row_tiles >= sms && row_tiles < 4 * sms && row_tiles % 2 == 0 &&
+                            row_tiles / 2 * 4 <= 3 * sms && ktiles >= 48;
   if (row_tiles >= 4 * sms && row_tiles % 2 == 0) {
     s.rt = 2;
     s.warps = 8;
+  } else if (mid_clusters) {
+    // Sixth-session sweep (experiments/h200_fp6_s6_sweep_push.md), 2560 x 6144: two row tiles per
+    // warp, 8 warps and clusters of 4 (one wave: three such CTAs fit an SM; at least 1.5 k-tiles
+    // per warp) beat one row tile per warp and clusters of 2 by up to 8% at M = 8 and 16.
+    s.rt = 2;
+    s.warps = 8;
+    s.split = 4;
   } else if (row_tiles >= sms) {
     s.split = row_tiles < 2 * sms ? 2 : 1;
   } else {
     s.warps = 8;
     while (s.split < 8 && row_tiles * s.split * 2 <= sms) s.split *= 2;
   }
-  // Every warp should own at least two k-tiles.
-  while (s.split > 1 && ktiles < 2LL * s.split * s.warps) s.split /= 2;
-  if (s.warps == 8 && ktiles < 2LL * s.split * s.warps) s.warps = 4;
+  // Every warp should own at least two k-tiles (1.5 in the measured branch above).
+  if (!mid_clusters) {
+    while (s.split > 1 && ktiles < 2LL * s.split * s.warps) s.split /= 2;
+    if (s.warps == 8 && ktiles < 2LL * s.split * s.warps) s.warps = 4;
+  }
   if (p.rt_override == 1 || (p.rt_override == 2 && row_tiles % 2 == 0)) s.rt = p.rt_override;
   if (p.warps_override == 4 || p.warps_override == 8) s.warps = p.warps_override;
   if (p.split_override == 1 || p.split_override == 2 || p.split_override == 4 || p.split_override == 8) {
