@@ -42,7 +42,7 @@ def main() -> None:
     copy_gbs = harness.copy_bandwidth_gbs()
     print(f"copy bandwidth: {copy_gbs:.0f} GB/s (read + write)", flush=True)
     rows, table = [], []
-    for n, k in [tuple(int(v) for v in shape.split("x")) for shape in args.shapes]:
+    for n, k in harness.parse_shapes(args.shapes):
         ws, packs = [], []
         for _ in range(harness.INPUT_SETS):
             w = torch.randn(n, k, dtype=torch.bfloat16, device=dev) * 0.02

@@ -67,6 +67,11 @@ def graph_time_us_per_pdl_mode(call: Callable[[int], object], modes) -> dict[str
         mxfuse.set_pdl(before)
 
 
+def parse_shapes(shapes: list[str]) -> list[tuple[int, int]]:
+    """"N x K" strings as given on a command line ("2560x6144") -> [(2560, 6144), ...]."""
+    return [tuple(int(v) for v in shape.split("x")) for shape in shapes]
+
+
 def copy_bandwidth_gbs(nbytes: int = 1 << 31) -> float:
     """Device-to-device copy bandwidth (bytes read + written per second), graph-timed: the best of
     a copy_ (inside a graph it may run on a copy engine) and an SM kernel doing the same traffic."""

@@ -52,7 +52,7 @@ def main() -> None:
         return
     torch.manual_seed(0)
     rows = []
-    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes] if args.shapes else SHAPES
+    shapes = harness.parse_shapes(args.shapes) if args.shapes else SHAPES
     for n, k in shapes:
         packs = []
         for _ in range(harness.INPUT_SETS):

@@ -83,11 +83,6 @@ MXF_DEV void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
                    : "memory");
 }
-// The same barrier without memory ordering: for "everyone is done reading", where each thread's
-// reads have completed (their values were used) before it arrives.
-MXF_DEV void cluster_sync_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
-}
 // The two halves of that barrier without memory ordering, for "every CTA of the cluster has
 // started" (a CTA's shared memory may be written by the others only then): arrive early, wait
 // just before the first remote access.

@@ -303,7 +303,6 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
   }
 }
 
-
 // kRT row tiles (16 weight rows each) and 8 * kNB rows of x. The summation order is fixed by kS
 // and kVW = kW * kV "virtual warps": the kS CTAs of a cluster split K into contiguous ranges,
 // and virtual warp v sums tiles v, v + kVW, ... of its CTA's range in one fp32 mma chain. Warp w
@@ -470,13 +469,14 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   __syncthreads();  // the last chains' partials overwrite the rings
   store_acc(warp + (kV - 1) * kW);
   __syncthreads();
-  // Each mma slot's CTA partial: its virtual warps added in order. Thread e handles slots
-  // e, e + kW * 32, ...
+  // Each mma slot's CTA partial: its virtual warps added in order. The thread's q-th slot is
+  // slot_at(q) (none when >= kSlots).
   constexpr int kSlots = kPer * 32, kEl = (kPer + kW - 1) / kW;
+  const auto slot_at = [](int q) -> int { return threadIdx.x + q * kW * 32; };
   float v[kEl];
 #pragma unroll
   for (int q = 0; q < kEl; ++q) {
-    const int e = threadIdx.x + q * kW * 32;
+    const int e = slot_at(q);
     if (e >= kSlots) continue;
     v[q] = partial_of(0)[e];
 #pragma unroll
@@ -491,7 +491,7 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
     if (split != 0) {
 #pragma unroll
       for (int q = 0; q < kEl; ++q) {
-        const int e = threadIdx.x + q * kW * 32;
+        const int e = slot_at(q);
         if (e < kSlots) st_cluster_f32(pushed + (split - 1) * kSlots + e, 0, v[q]);
       }
     }
@@ -499,7 +499,7 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
     if (split != 0) return;
 #pragma unroll
     for (int q = 0; q < kEl; ++q) {
-      const int e = threadIdx.x + q * kW * 32;
+      const int e = slot_at(q);
       if (e >= kSlots) continue;
 #pragma unroll
       for (int s = 1; s < kS; ++s) v[q] = add_rn(v[q], pushed[(s - 1) * kSlots + e]);
@@ -509,7 +509,7 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   // Bias in fp32, one rounding.
 #pragma unroll
   for (int q = 0; q < kEl; ++q) {
-    const int e = threadIdx.x + q * kW * 32;
+    const int e = slot_at(q);
     if (e >= kSlots) continue;
     const int idx = e / 32, ln = e % 32;
     const int r = idx / (kNB * 4), nb = (idx / 4) % kNB, i = idx % 4;
@@ -525,7 +525,6 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
 // fit), 128 for both.
 template <int kNB, int kRT, int kW>
 constexpr int kMinBlocks = kRT == 2 && kW == 8 ? 3 : (kNB * kRT == 1 ? 32 : kNB * kRT == 2 ? 21 : 16) / kW;
-
 
 // Grid: one CTA per (kRT row tiles, block of x rows, K split); the kS CTAs of one split form a
 // cluster (consecutive block indices).
@@ -650,8 +649,8 @@ LinearShape linear_shape(const Fp6LinearParams& p) {
   // group rows and do not change any row's sums.
   const int64_t row_tiles = p.n / kFp6TileRows, ktiles = p.k / kFp6TileCols, sms = p.num_sms;
   LinearShape s{1, 4, 1};
-  const bool mid_clusters = p.clusters && row_tiles >= sms && row_tiles < 4 * sms && row_tiles % 2 == 0 &&
-                            row_tiles / 2 * 4 <= 3 * sms && ktiles >= 48;
+  const bool mid_clusters =
+      p.clusters && row_tiles >= sms && row_tiles % 2 == 0 && row_tiles / 2 * 4 <= 3 * sms && ktiles >= 48;
   if (row_tiles >= 4 * sms && row_tiles % 2 == 0) {
     s.rt = 2;
     s.warps = 8;
