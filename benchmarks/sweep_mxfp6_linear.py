@@ -28,14 +28,16 @@ CONFIGS = [("0", "0", "0")] + [("1", w, s) for w in ("4", "8") for s in ("1", "2
 def render(path: str) -> str:
     """Markdown table of a sweep JSON: one row per (shape, M), best per row in bold."""
     rows = json.load(open(path))
-    cfgs = [c for c in CONFIGS if c[0] != "0"]
+    present = {(r["rt"], r["warps"], r["split"]) for r in rows}
+    cfgs = sorted(c for c in present if c[0] != "0")
     head = ["N x K", "M", "heuristic"] + [f"rt{r} w{w} s{s}" for r, w, s in cfgs]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     keys = sorted({(r["n"], r["k"], r["m"]) for r in rows}, key=lambda t: (SHAPES.index(t[:2]), t[2]))
     for n, k, m in keys:
         t = {(r["rt"], r["warps"], r["split"]): r["us"] for r in rows if (r["n"], r["k"], r["m"]) == (n, k, m)}
         best = min(t.values())
-        cells = [f"**{t[c]:.2f}**" if t[c] == best else f"{t[c]:.2f}" for c in [("0", "0", "0")] + cfgs]
+        cells = [f"**{t[c]:.2f}**" if t[c] == best else f"{t[c]:.2f}" if c in t else ""
+                 for c in [("0", "0", "0")] + cfgs]
         out.append(f"| {n}x{k} | {m} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -45,6 +47,7 @@ def main() -> None:
     ap.add_argument("--out", default="sweep_mxfp6_linear.json")
     ap.add_argument("--ms", type=int, nargs="*", default=[1, 16])
     ap.add_argument("--shapes", nargs="*", help="N x K shapes to run, e.g. 2560x6144 (default: all four)")
+    ap.add_argument("--configs", nargs="*", help="only these, e.g. r2w8s4 r1w8s2, or auto (the heuristic always runs)")
     ap.add_argument("--render", metavar="JSON", help="print the markdown table of a sweep and exit")
     args = ap.parse_args()
     if args.render:
@@ -53,6 +56,9 @@ def main() -> None:
     torch.manual_seed(0)
     rows = []
     shapes = harness.parse_shapes(args.shapes) if args.shapes else SHAPES
+    configs = CONFIGS
+    if args.configs:
+        configs = [("0", "0", "0")] + [(c[1], c[3], c[5:]) for c in args.configs if c != "auto"]
     for n, k in shapes:
         packs = []
         for _ in range(harness.INPUT_SETS):
@@ -61,7 +67,7 @@ def main() -> None:
         for m in args.ms:
             xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(harness.INPUT_SETS)]
             line = []
-            for rt, warps, split in CONFIGS:
+            for rt, warps, split in configs:
                 os.environ["MXFUSE_FP6_RT"] = rt
                 os.environ["MXFUSE_FP6_WARPS"], os.environ["MXFUSE_FP6_SPLIT"] = warps, split
                 us = harness.graph_time_us(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]))
