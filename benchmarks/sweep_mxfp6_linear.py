@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
 import torch
@@ -58,7 +59,12 @@ def main() -> None:
     shapes = harness.parse_shapes(args.shapes) if args.shapes else SHAPES
     configs = CONFIGS
     if args.configs:
-        configs = [("0", "0", "0")] + [(c[1], c[3], c[5:]) for c in args.configs if c != "auto"]
+        configs = [("0", "0", "0")]
+        for c in args.configs:
+            match = re.fullmatch(r"r([12])w([48])s([1248])", c)
+            if c != "auto" and match is None:
+                ap.error(f"--configs: expected auto or rRwWsS with R in 1,2, W in 4,8, S in 1,2,4,8; got {c!r}")
+            configs += [match.groups()] if match else []
     for n, k in shapes:
         packs = []
         for _ in range(harness.INPUT_SETS):
