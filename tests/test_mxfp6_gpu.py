@@ -47,8 +47,9 @@ def test_batch_invariant(dtype, n, k):
 @pytest.mark.parametrize("m", [1, 8, 16])
 def test_heuristic_cluster_shapes_within_bound(m):
     # Shapes the heuristic runs as clusters on the H200 (132 SMs): 2560 x 6144 (two row tiles per
-    # warp, 8 warps, clusters of 4), 2560 x 4096 (too few k-tiles for that: one row tile per warp,
-    # 4 warps, clusters of 2), 1024 x 6144 (8 warps, clusters of 2); both kernels (M <= 8, <= 16).
+    # warp, 4 warps, clusters of 4, one tile in flight per warp), 2560 x 4096 (too few k-tiles
+    # for that: one row tile per warp, 4 warps, clusters of 2), 1024 x 6144 (8 warps, clusters of
+    # 2); both kernels (M <= 8, <= 16).
     for n, k in ((2560, 6144), (2560, 4096), (1024, 6144)):
         packed, scales, w6 = packed_on_gpu(n, k, torch.bfloat16, 22)
         x = randn((m, k), torch.bfloat16, 23, 1.0)
@@ -88,7 +89,8 @@ def adversarial_packed(n, k, seed):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize(
     "shape",
-    [None, ("1", "4", "1"), ("2", "4", "1"), ("2", "8", "1"), ("1", "8", "2"), ("2", "8", "2"), ("2", "8", "4")],
+    [None, ("1", "4", "1"), ("2", "4", "1"), ("2", "8", "1"), ("1", "8", "2"), ("2", "8", "2"), ("2", "8", "4"),
+     ("2", "4", "4")],
     ids=lambda s: "heuristic" if s is None else f"rt{s[0]}w{s[1]}s{s[2]}",
 )
 def test_identity_x_gives_every_weight_exactly(dtype, shape, monkeypatch):

@@ -37,19 +37,27 @@ constexpr int kTileStageBytes = kFp6TileBytes + kTileScaleBytes;       // 1600
 // row tiles per warp, two slots in flight (four warps per CTA) or one (eight warps, or four warps
 // of two chains each) keep shared memory for five or three CTAs per SM. The two-chain kernel
 // (M <= 16) was measured on the H200 with both: one slot in flight and the L1 cache the smaller
-// rings leave to x was 3% faster at 12288 x 6144 and 5% at 9216 x 2048.
-template <int kRT, int kW, int kV>
-constexpr int kStagesFor = kRT == 1 ? 4 : kW == 4 && kV == 1 ? 3 : 2;
+// rings leave to x was 3% faster at 12288 x 6144 and 5% at 9216 x 2048. Four warps with a K split
+// over a cluster (the 2560 x 6144 shape, three k-tiles per warp) also keep one tile in flight:
+// with all of a warp's tiles requested at once, every tile lands near the end of the burst and
+// the decode cannot start before; one at a time, they land in order and the decode of one hides
+// the load of the next (eighth session, benchmarks/results/experiments/h200_fp6_s8.md: at M = 8,
+// 7.90 us with two tiles in flight, 7.23 us with one).
+template <int kRT, int kW, int kV, int kS>
+constexpr int kStagesFor = kRT == 1 ? 4 : kW == 4 && kV == 1 ? (kS > 1 ? 2 : 3) : 2;
 
 // Rings, and the partials of the kW * kV virtual warps: the last chain's in the rings' memory, the
 // first chain's after them when there are two; then, in a cluster of kS CTAs, the CTA partials
-// the other kS - 1 push to the leader.
+// the other kS - 1 push to the leader (from linear_pushed_offset on).
+template <int kNB, int kRT, int kW, int kV, int kS>
+MXF_HD constexpr int linear_pushed_offset() {
+  constexpr int ring = kW * kStagesFor<kRT, kW, kV, kS> * kRT * kTileStageBytes;
+  constexpr int red = kW * kRT * kNB * 4 * 32 * 4;  // one chain per warp
+  return (ring > red ? ring : red) + (kV > 1 ? red : 0);
+}
 template <int kNB, int kRT, int kW, int kV, int kS>
 MXF_HD constexpr int linear_smem_bytes() {
-  constexpr int ring = kW * kStagesFor<kRT, kW, kV> * kRT * kTileStageBytes;
-  constexpr int red = kW * kRT * kNB * 4 * 32 * 4;  // one chain per warp
-  constexpr int pushed = (kS - 1) * kRT * kNB * 4 * 32 * 4;
-  return (ring > red ? ring : red) + (kV > 1 ? red : 0) + pushed;
+  return linear_pushed_offset<kNB, kRT, kW, kV, kS>() + (kS - 1) * kRT * kNB * 4 * 32 * 4;
 }
 
 // ---- pack / round / unpack ----------------------------------------------------------------
@@ -324,7 +332,7 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   if (p.pdl != 2) grid_dep_wait();
 #endif
   constexpr bool kBF16 = kAct == Dtype::kBF16;
-  constexpr int kStages = kStagesFor<kRT, kW, kV>;
+  constexpr int kStages = kStagesFor<kRT, kW, kV, kS>;
   constexpr int kSlot = kRT * kTileStageBytes;  // kRT tiles and their scale bytes
   constexpr int kVW = kW * kV;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -486,7 +494,7 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   if constexpr (kS > 1) {
     // The other CTAs push their partials into the leader's shared memory (after the rings and the
     // leader's own partials), one cluster barrier, and the leader adds them in rank order.
-    float* const pushed = reinterpret_cast<float*>(smem + linear_smem_bytes<kNB, kRT, kW, kV, 1>());
+    float* const pushed = reinterpret_cast<float*>(smem + linear_pushed_offset<kNB, kRT, kW, kV, kS>());
     cluster_wait();  // every CTA of the cluster has started (arrived at the kernel's start)
     if (split != 0) {
 #pragma unroll
@@ -641,9 +649,10 @@ LinearShape linear_shape(const Fp6LinearParams& p) {
   // so the shape aims for as many resident warps as the weight's row tiles allow:
   //   >= 4 row tiles per SM: two row tiles per warp (x and loop overhead shared), 8 warps (the
   //      M <= 16 kernel runs them as 4 warps of two chains);
-  //   >= 1 per SM: if two row tiles per warp, 8 warps and clusters of 4 fit in one wave (at most
-  //      1.5 row tiles per SM) and K has >= 48 k-tiles: that; otherwise one row tile per warp,
-  //      4 warps, K split over a cluster of 2 below 2 per SM;
+  //   >= 1 per SM: at most 1.5 row tiles per SM and >= 48 k-tiles: two row tiles per warp,
+  //      4 warps and K split over clusters of 4 (at most three CTAs per SM, one wave; >= 3
+  //      k-tiles per warp); otherwise one row tile per warp, 4 warps, K split over a cluster
+  //      of 2 below 2 per SM;
   //   fewer: 8 warps, and K split over a cluster as far as the SMs and K allow.
   // The same order serves M <= 8 and M <= 16 (batch invariance); the row tiles per warp only
   // group rows and do not change any row's sums.
@@ -655,11 +664,12 @@ LinearShape linear_shape(const Fp6LinearParams& p) {
     s.rt = 2;
     s.warps = 8;
   } else if (mid_clusters) {
-    // Sixth-session sweep (experiments/h200_fp6_s6_sweep_push.md), 2560 x 6144: two row tiles per
-    // warp, 8 warps and clusters of 4 (one wave: three such CTAs fit an SM; at least 1.5 k-tiles
-    // per warp) beat one row tile per warp and clusters of 2 by up to 8% at M = 8 and 16.
+    // 2560 x 6144: two row tiles per warp, 4 warps and clusters of 4 (one wave; three k-tiles per
+    // warp, loaded one at a time). Eighth session (experiments/h200_fp6_s8.md): 6-8% faster at
+    // M <= 8 and 2-3% at M = 16 than 8 warps (1.5 k-tiles per warp, the sixth session's choice,
+    // which had beaten one row tile per warp and clusters of 2 by up to 8% at M = 8 and 16).
     s.rt = 2;
-    s.warps = 8;
+    s.warps = 4;
     s.split = 4;
   } else if (row_tiles >= sms) {
     s.split = row_tiles < 2 * sms ? 2 : 1;
@@ -667,7 +677,7 @@ LinearShape linear_shape(const Fp6LinearParams& p) {
     s.warps = 8;
     while (s.split < 8 && row_tiles * s.split * 2 <= sms) s.split *= 2;
   }
-  // Every warp should own at least two k-tiles (1.5 in the measured branch above).
+  // Every warp should own at least two k-tiles (the branch above gives it at least three).
   if (!mid_clusters) {
     while (s.split > 1 && ktiles < 2LL * s.split * s.warps) s.split /= 2;
     if (s.warps == 8 && ktiles < 2LL * s.split * s.warps) s.warps = 4;

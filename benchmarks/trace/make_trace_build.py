@@ -1,0 +1,99 @@
+"""Writes a timeline ("trace") build of the MXFP6 linear kernel: csrc/kernels/mxfp6.cu with
+%globaltimer stamps per warp. A measurement build only, never the shipped kernel.
+
+Lane 0 of every warp of a traced call records (24 u64 per warp): x's address, SM id and CTA
+index, its start, the release of the PDL wait, each tile's landing (after its cp.async wait) and
+the end of its decode (up to 8 tiles), the end of the CTA reduction, of the cluster exchange and
+of the kernel. extern "C" hooks `mxf_trace_setup` / `mxf_trace_dump` are called through ctypes
+by trace_mxfp6_linear.py. On the GPU machine, from the repository root:
+
+    python benchmarks/trace/make_trace_build.py /tmp/trace.cu
+    cp /tmp/trace.cu csrc/kernels/mxfp6.cu && rm -rf build python/mxfuse/_C*.so && make build
+    python benchmarks/trace/trace_mxfp6_linear.py --out trace.json
+    git checkout csrc/kernels/mxfp6.cu   # then rebuild before any other measurement
+
+Every edit asserts that its anchor occurs exactly once in the kernel source, so a kernel change
+that moves an anchor stops this script instead of giving a silently wrong trace.
+"""
+
+import sys
+
+HEADER = r"""
+__device__ unsigned long long g_trace[16 * 512 * 8 * 24];
+__device__ unsigned long long g_trace_keys[16];
+__device__ int g_trace_on;
+__device__ __forceinline__ unsigned long long gtime() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define TRACE(idx) do { if (rec) rec[idx] = gtime(); } while (0)
+"""
+
+START = r"""  unsigned long long* rec = nullptr;
+  if (g_trace_on && (threadIdx.x & 31) == 0 && blockIdx.x < 512) {
+    for (int c = 0; c < 16; ++c) {
+      if (g_trace_keys[c] != reinterpret_cast<unsigned long long>(p.x)) continue;
+      rec = g_trace + ((c * 512 + blockIdx.x) * 8 + threadIdx.x / 32) * 24;
+      unsigned sm;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+      rec[0] = reinterpret_cast<unsigned long long>(p.x);
+      rec[1] = (static_cast<unsigned long long>(sm) << 32) | blockIdx.x;
+      for (int e = 3; e < 24; ++e) rec[e] = 0;
+    }
+  }
+  TRACE(2);
+"""
+
+HOOKS = r"""
+extern "C" __attribute__((visibility("default"))) int mxf_trace_setup(
+    const unsigned long long* keys, int on) {
+  if (cudaMemcpyToSymbol(mxf::kernels::g_trace_keys, keys, 16 * 8) != cudaSuccess) return 1;
+  if (cudaMemcpyToSymbol(mxf::kernels::g_trace_on, &on, 4) != cudaSuccess) return 2;
+  return 0;
+}
+extern "C" __attribute__((visibility("default"))) int mxf_trace_dump(void* host) {
+  return cudaMemcpyFromSymbol(host, mxf::kernels::g_trace, sizeof(mxf::kernels::g_trace)) !=
+         cudaSuccess;
+}
+"""
+
+# (anchor, replacement); the anchor must occur exactly once.
+EDITS = [
+    ("namespace mxf::kernels {\nnamespace {\n",
+     "namespace mxf::kernels {\n" + HEADER + "namespace {\n"),
+    ("#if defined(MXF_HAS_CLUSTER)\n  if constexpr (kS > 1) cluster_arrive_relaxed();",
+     START + "#if defined(MXF_HAS_CLUSTER)\n  if constexpr (kS > 1) cluster_arrive_relaxed();"),
+    ("  if (p.pdl != 2) grid_dep_wait();\n#endif\n",
+     "  if (p.pdl != 2) grid_dep_wait();\n#endif\n  TRACE(3);\n"),
+    ("  if (p.pdl == 2) grid_dep_wait();  // x and out only after the previous kernel has finished\n#endif\n",
+     "  if (p.pdl == 2) grid_dep_wait();  // x and out only after the previous kernel has finished\n"
+     "#endif\n  if (p.pdl == 2) TRACE(3);\n"),
+    ("    cp_async_wait<kStages - 2>();\n    sync_lanes();\n",
+     "    cp_async_wait<kStages - 2>();\n    sync_lanes();\n    if (i < 8) TRACE(4 + i);\n"),
+    ("    if (kV > 1 && i + 1 == cnt0) {  // chain 0 ends",
+     "    if (i < 8) TRACE(12 + i);\n    if (kV > 1 && i + 1 == cnt0) {  // chain 0 ends"),
+    ("  float v[kEl];\n", "  TRACE(20);\n  float v[kEl];\n"),
+    ("    cluster_sync();\n    if (split != 0) return;",
+     "    cluster_sync();\n    TRACE(21);\n    if (split != 0) { TRACE(22); return; }"),
+    ("    if (m < p.m) store_from_f32(p.out, m * p.n + n, kAct, add_rn(v[q], bias_at(p, n)));\n  }\n}",
+     "    if (m < p.m) store_from_f32(p.out, m * p.n + n, kAct, add_rn(v[q], bias_at(p, n)));\n"
+     "  }\n  TRACE(22);\n}"),
+]
+
+
+def main() -> None:
+    src = open("csrc/kernels/mxfp6.cu").read()
+    for old, new in EDITS:
+        count = src.count(old)
+        if count != 1:
+            sys.exit(f"make_trace_build: anchor found {count} times, expected once:\n{old}")
+        src = src.replace(old, new)
+    out = sys.argv[1] if len(sys.argv) > 1 else "trace.cu"
+    with open(out, "w") as f:
+        f.write(src + HOOKS)
+    print(f"make_trace_build: wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
