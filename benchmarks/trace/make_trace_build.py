@@ -18,9 +18,13 @@ that moves an anchor stops this script instead of giving a silently wrong trace.
 
 import sys
 
+# Trace buffer geometry, shared with trace_mxfp6_linear.py: calls told apart (by x's address),
+# CTAs and warps per CTA recorded, u64 fields per warp (layout in trace_mxfp6_linear.py).
+CALLS, MAX_CTAS, MAX_WARPS, FIELDS = 16, 512, 8, 24
+
 HEADER = r"""
-__device__ unsigned long long g_trace[16 * 512 * 8 * 24];
-__device__ unsigned long long g_trace_keys[16];
+__device__ unsigned long long g_trace[@CALLS@ * @MAX_CTAS@ * @MAX_WARPS@ * @FIELDS@];
+__device__ unsigned long long g_trace_keys[@CALLS@];
 __device__ int g_trace_on;
 __device__ __forceinline__ unsigned long long gtime() {
   unsigned long long t;
@@ -31,15 +35,15 @@ __device__ __forceinline__ unsigned long long gtime() {
 """
 
 START = r"""  unsigned long long* rec = nullptr;
-  if (g_trace_on && (threadIdx.x & 31) == 0 && blockIdx.x < 512) {
-    for (int c = 0; c < 16; ++c) {
+  if (g_trace_on && (threadIdx.x & 31) == 0 && blockIdx.x < @MAX_CTAS@ && threadIdx.x / 32 < @MAX_WARPS@) {
+    for (int c = 0; c < @CALLS@; ++c) {
       if (g_trace_keys[c] != reinterpret_cast<unsigned long long>(p.x)) continue;
-      rec = g_trace + ((c * 512 + blockIdx.x) * 8 + threadIdx.x / 32) * 24;
+      rec = g_trace + ((c * @MAX_CTAS@ + blockIdx.x) * @MAX_WARPS@ + threadIdx.x / 32) * @FIELDS@;
       unsigned sm;
       asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
       rec[0] = reinterpret_cast<unsigned long long>(p.x);
       rec[1] = (static_cast<unsigned long long>(sm) << 32) | blockIdx.x;
-      for (int e = 3; e < 24; ++e) rec[e] = 0;
+      for (int e = 3; e < @FIELDS@; ++e) rec[e] = 0;
     }
   }
   TRACE(2);
@@ -48,7 +52,7 @@ START = r"""  unsigned long long* rec = nullptr;
 HOOKS = r"""
 extern "C" __attribute__((visibility("default"))) int mxf_trace_setup(
     const unsigned long long* keys, int on) {
-  if (cudaMemcpyToSymbol(mxf::kernels::g_trace_keys, keys, 16 * 8) != cudaSuccess) return 1;
+  if (cudaMemcpyToSymbol(mxf::kernels::g_trace_keys, keys, @CALLS@ * 8) != cudaSuccess) return 1;
   if (cudaMemcpyToSymbol(mxf::kernels::g_trace_on, &on, 4) != cudaSuccess) return 2;
   return 0;
 }
@@ -90,8 +94,12 @@ def main() -> None:
             sys.exit(f"make_trace_build: anchor found {count} times, expected once:\n{old}")
         src = src.replace(old, new)
     out = sys.argv[1] if len(sys.argv) > 1 else "trace.cu"
+    src += HOOKS
+    for name, value in (("CALLS", CALLS), ("MAX_CTAS", MAX_CTAS), ("MAX_WARPS", MAX_WARPS),
+                        ("FIELDS", FIELDS)):
+        src = src.replace(f"@{name}@", str(value))
     with open(out, "w") as f:
-        f.write(src + HOOKS)
+        f.write(src)
     print(f"make_trace_build: wrote {out}")
 
 

@@ -30,7 +30,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+from make_trace_build import CALLS, FIELDS, MAX_CTAS, MAX_WARPS  # noqa: E402
 
 import mxfuse  # noqa: E402
 import mxfuse._C as _C  # noqa: E402
@@ -43,21 +45,21 @@ NAMES = ["start_min", "start_med", "wait_min", "wait_med", "wait_max", "land0_me
 def trace(lib, n: int, k: int, m: int, mode: str) -> dict:
     torch.manual_seed(0)
     packs = [mxfuse.mxfp6_pack(torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * 0.02)
-             for _ in range(16)]
-    xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(16)]
-    keys = (ctypes.c_ulonglong * 16)(*[x.data_ptr() for x in xs])
+             for _ in range(CALLS)]
+    xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(CALLS)]
+    keys = (ctypes.c_ulonglong * CALLS)(*[x.data_ptr() for x in xs])
     mxfuse.set_pdl(mode)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for i in range(16):
+        for i in range(CALLS):
             mxfuse.mxfp6_linear(xs[i], *packs[i])
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(4):
-            for i in range(16):
+            for i in range(CALLS):
                 mxfuse.mxfp6_linear(xs[i], *packs[i])
     assert lib.mxf_trace_setup(keys, 0) == 0
     for _ in range(3):
@@ -67,15 +69,15 @@ def trace(lib, n: int, k: int, m: int, mode: str) -> dict:
     graph.replay()
     end.record()
     end.synchronize()
-    per_call = start.elapsed_time(end) * 1e3 / 64
+    per_call = start.elapsed_time(end) * 1e3 / (4 * CALLS)
     assert lib.mxf_trace_setup(keys, 1) == 0
     graph.replay()  # the last 16 calls overwrite the first 48 calls' records
     torch.cuda.synchronize()
-    host = np.zeros(16 * 512 * 8 * 24, dtype=np.uint64)
+    host = np.zeros(CALLS * MAX_CTAS * MAX_WARPS * FIELDS, dtype=np.uint64)
     assert lib.mxf_trace_dump(host.ctypes.data_as(ctypes.c_void_p)) == 0
     assert lib.mxf_trace_setup(keys, 0) == 0
-    rec = host.reshape(16, 512, 8, 24).astype(np.int64)
-    calls = [rec[c][rec[c][:, :, 0] == xs[c].data_ptr()] for c in range(16)]
+    rec = host.reshape(CALLS, MAX_CTAS, MAX_WARPS, FIELDS).astype(np.int64)
+    calls = [rec[c][rec[c][:, :, 0] == xs[c].data_ptr()] for c in range(CALLS)]
     ends = [c[:, 22].max() for c in calls]
     rows, hist = [], ""
     for c in range(5, 15):

@@ -665,8 +665,8 @@ LinearShape linear_shape(const Fp6LinearParams& p) {
     s.warps = 8;
   } else if (mid_clusters) {
     // 2560 x 6144: two row tiles per warp, 4 warps and clusters of 4 (one wave; three k-tiles per
-    // warp, loaded one at a time). Eighth session (experiments/h200_fp6_s8.md): 6-8% faster at
-    // M <= 8 and 2-3% at M = 16 than 8 warps (1.5 k-tiles per warp, the sixth session's choice,
+    // warp, loaded one at a time). Eighth session (experiments/h200_fp6_s8.md): 5% faster at
+    // M <= 8 and 3.6% at M = 16 than 8 warps (1.5 k-tiles per warp, the sixth session's choice,
     // which had beaten one row tile per warp and clusters of 2 by up to 8% at M = 8 and 16).
     s.rt = 2;
     s.warps = 4;
@@ -677,11 +677,9 @@ LinearShape linear_shape(const Fp6LinearParams& p) {
     s.warps = 8;
     while (s.split < 8 && row_tiles * s.split * 2 <= sms) s.split *= 2;
   }
-  // Every warp should own at least two k-tiles (the branch above gives it at least three).
-  if (!mid_clusters) {
-    while (s.split > 1 && ktiles < 2LL * s.split * s.warps) s.split /= 2;
-    if (s.warps == 8 && ktiles < 2LL * s.split * s.warps) s.warps = 4;
-  }
+  // Every warp should own at least two k-tiles (the mid_clusters branch already gives it three).
+  while (s.split > 1 && ktiles < 2LL * s.split * s.warps) s.split /= 2;
+  if (s.warps == 8 && ktiles < 2LL * s.split * s.warps) s.warps = 4;
   if (p.rt_override == 1 || (p.rt_override == 2 && row_tiles % 2 == 0)) s.rt = p.rt_override;
   if (p.warps_override == 4 || p.warps_override == 8) s.warps = p.warps_override;
   if (p.split_override == 1 || p.split_override == 2 || p.split_override == 4 || p.split_override == 8) {
