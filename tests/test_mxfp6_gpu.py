@@ -158,12 +158,13 @@ def test_cuda_graph_replay_equals_eager():
 
 
 @pytest.mark.parametrize("pdl", ["on", "prefetch_weights"])
-@pytest.mark.parametrize("n,split", [(1024, "0"), (2048, "0"), (2048, "2"), (2048, "4"), (6144, "0")])
+@pytest.mark.parametrize("n,split", [(1024, "0"), (2048, "0"), (2048, "2"), (2048, "4"), (6144, "0"),
+                                     (9216, "0")])
 def test_pdl_chain_reads_what_the_previous_kernel_wrote(pdl, n, split, monkeypatch, restore_pdl):
     # Programmatic dependent launch lets each linear start while the previous kernel runs; x is
     # the previous kernel's output here (and once an in-place update right before), so any read
     # of x or write of out before the dependency wait would change the bits. Eager and graph;
-    # split 2: clusters of two CTAs.
+    # split 2: clusters of two CTAs; 9216: two row tiles per warp, eight warps (as 12288 x 6144).
     monkeypatch.setenv("MXFUSE_FP6_SPLIT", split)
     packed, scales, _ = packed_on_gpu(n, n, torch.bfloat16, 14, scale=1.0 / 32)
     x0 = randn((3, n), torch.bfloat16, 15, 1.0).cuda()

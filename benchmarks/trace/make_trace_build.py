@@ -2,10 +2,11 @@
 %globaltimer stamps per warp. A measurement build only, never the shipped kernel.
 
 Lane 0 of every warp of a traced call records (24 u64 per warp): x's address, SM id and CTA
-index, its start, the release of the PDL wait, each tile's landing (after its cp.async wait) and
-the end of its decode (up to 8 tiles), the end of the CTA reduction, of the cluster exchange and
-of the kernel. extern "C" hooks `mxf_trace_setup` / `mxf_trace_dump` are called through ctypes
-by trace_mxfp6_linear.py. On the GPU machine, from the repository root:
+index, its start (stamped before the record lookup, whose global loads take 1-3 us under load),
+the release of the PDL wait, each tile's landing (after its cp.async wait) and the end of its
+decode (up to 8 tiles), the end of the CTA reduction, of the cluster exchange and of the kernel.
+extern "C" hooks `mxf_trace_setup` / `mxf_trace_dump` are called through ctypes by
+trace_mxfp6_linear.py. On the GPU machine, from the repository root:
 
     python benchmarks/trace/make_trace_build.py /tmp/trace.cu
     cp /tmp/trace.cu csrc/kernels/mxfp6.cu && rm -rf build python/mxfuse/_C*.so && make build
@@ -34,7 +35,8 @@ __device__ __forceinline__ unsigned long long gtime() {
 #define TRACE(idx) do { if (rec) rec[idx] = gtime(); } while (0)
 """
 
-START = r"""  unsigned long long* rec = nullptr;
+START = r"""  const unsigned long long t_start = gtime();  // before the record lookup (global loads)
+  unsigned long long* rec = nullptr;
   if (g_trace_on && (threadIdx.x & 31) == 0 && blockIdx.x < @MAX_CTAS@ && threadIdx.x / 32 < @MAX_WARPS@) {
     for (int c = 0; c < @CALLS@; ++c) {
       if (g_trace_keys[c] != reinterpret_cast<unsigned long long>(p.x)) continue;
@@ -46,7 +48,7 @@ START = r"""  unsigned long long* rec = nullptr;
       for (int e = 3; e < @FIELDS@; ++e) rec[e] = 0;
     }
   }
-  TRACE(2);
+  if (rec) rec[2] = t_start;
 """
 
 HOOKS = r"""
@@ -54,6 +56,13 @@ extern "C" __attribute__((visibility("default"))) int mxf_trace_setup(
     const unsigned long long* keys, int on) {
   if (cudaMemcpyToSymbol(mxf::kernels::g_trace_keys, keys, @CALLS@ * 8) != cudaSuccess) return 1;
   if (cudaMemcpyToSymbol(mxf::kernels::g_trace_on, &on, 4) != cudaSuccess) return 2;
+  // Clear the records when tracing starts: a CTA that a smaller grid lacks would otherwise keep
+  // the record of an earlier trace whose x had the same address.
+  void* buf = nullptr;
+  if (on && (cudaGetSymbolAddress(&buf, mxf::kernels::g_trace) != cudaSuccess ||
+             cudaMemset(buf, 0, sizeof(mxf::kernels::g_trace)) != cudaSuccess)) {
+    return 3;
+  }
   return 0;
 }
 extern "C" __attribute__((visibility("default"))) int mxf_trace_dump(void* host) {

@@ -12,10 +12,14 @@ previous call (the last warp's end), averaged over those calls:
   doneL_med / _max        the last tile of a warp is decoded and multiplied
   red_max, clus_max, end  CTA reduction, cluster exchange (split > 1), end of the call
   decode_med              one tile's landing to the end of its decode (median)
+  landL_sm1st/2nd/3rd     mean last landing of the oldest, second and third CTA of an SM
+  turnover_med            median gap from the end of a CTA of the previous call to the start of
+                          the CTA that took its place on the SM
 
 "arrivals" is a histogram of every tile landing of one call, from the median wait release.
 
     python benchmarks/trace/trace_mxfp6_linear.py [--shapes 2560x6144] [--ms 1 16] [--out t.json]
+        [--raw PREFIX]  # also PREFIX_<N>x<K>_m<M>_<mode>.npz: per-warp stamps of calls 5..14
 """
 
 from __future__ import annotations
@@ -37,12 +41,36 @@ from make_trace_build import CALLS, FIELDS, MAX_CTAS, MAX_WARPS  # noqa: E402
 import mxfuse  # noqa: E402
 import mxfuse._C as _C  # noqa: E402
 
+
+def cta_structure(r, prev, prev_end) -> list[float]:
+    """Per-CTA view of one call (records r) after the previous one (records prev): the mean last
+    landing of the oldest, second and third CTA of an SM (by start time, i.e. by placement), and
+    the median gap from the end of a CTA of the previous call to the start of the CTA that took
+    its place (on each SM, the k-th start matched with the k-th end)."""
+    def per_cta(a, col, fn):
+        keys = a[:, 1]
+        return {int(k_): fn(a[keys == k_, col]) for k_ in np.unique(keys)}
+    start = per_cta(r, 2, np.min)
+    landed = r[:, 4:12]
+    last = per_cta(np.column_stack([r[:, :2], landed.max(1)]), 2, np.mean)  # unstamped tiles are 0
+    prev_cta_end = per_cta(prev, 22, np.max)
+    by_rank, gaps = [[], [], []], []
+    for sm in np.unique(r[:, 1] >> 32):
+        mine = sorted((v, k_) for k_, v in start.items() if k_ >> 32 == sm)
+        for rank, (_, k_) in enumerate(mine[:3]):
+            by_rank[rank].append(last[k_])
+        ends = sorted(v for k_, v in prev_cta_end.items() if k_ >> 32 == sm)
+        gaps += [st - e for (st, _), e in zip(mine, ends)]
+    return [(np.mean(v) - prev_end) / 1e3 if v else float("nan") for v in by_rank] + [
+        float(np.median(gaps)) / 1e3 if gaps else float("nan")]
+
+
 NAMES = ["start_min", "start_med", "wait_min", "wait_med", "wait_max", "land0_med", "landL_p10",
          "landL_med", "landL_max", "doneL_med", "doneL_max", "red_max", "clus_max", "end",
-         "decode_med", "tiles_max"]
+         "decode_med", "tiles_max", "landL_sm1st", "landL_sm2nd", "landL_sm3rd", "turnover_med"]
 
 
-def trace(lib, n: int, k: int, m: int, mode: str) -> dict:
+def trace(lib, n: int, k: int, m: int, mode: str, raw: str | None = None) -> dict:
     torch.manual_seed(0)
     packs = [mxfuse.mxfp6_pack(torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * 0.02)
              for _ in range(CALLS)]
@@ -79,6 +107,16 @@ def trace(lib, n: int, k: int, m: int, mode: str) -> dict:
     rec = host.reshape(CALLS, MAX_CTAS, MAX_WARPS, FIELDS).astype(np.int64)
     calls = [rec[c][rec[c][:, :, 0] == xs[c].data_ptr()] for c in range(CALLS)]
     ends = [c[:, 22].max() for c in calls]
+    if raw:  # per-warp records of calls 5..14, us after the previous call's end (-1: not stamped)
+        keep = {}
+        for c in range(5, 15):
+            r = calls[c]
+            t = np.where(r[:, 2:23] > 0, (r[:, 2:23] - ends[c - 1]) / 1e3, -1.0).astype(np.float32)
+            keep[f"call{c}_sm"] = (r[:, 1] >> 32).astype(np.int32)
+            keep[f"call{c}_cta"] = (r[:, 1] & 0xFFFFFFFF).astype(np.int32)
+            keep[f"call{c}_warp"] = np.nonzero(rec[c][:, :, 0] == xs[c].data_ptr())[1].astype(np.int32)
+            keep[f"call{c}_t"] = t  # columns: fields 2..22 (start, wait, land0..7, done0..7, red, clus, end)
+        np.savez_compressed(f"{raw}_{n}x{k}_m{m}_{mode}.npz", **keep)
     rows, hist = [], ""
     for c in range(5, 15):
         r, prev_end = calls[c], ends[c - 1]
@@ -96,12 +134,13 @@ def trace(lib, n: int, k: int, m: int, mode: str) -> dict:
                      np.percentile(us(landed[idx, last]), 10), np.median(us(landed[idx, last])),
                      us(landed[idx, last]).max(), np.median(us(done[idx, last])),
                      us(done[idx, last]).max(), us(r[:, 20]).max(), us(r[:, 21]).max(),
-                     us(ends[c]), np.median((done - landed)[has] / 1e3), last.max() + 1])
+                     us(ends[c]), np.median((done - landed)[has] / 1e3), last.max() + 1,
+                     *cta_structure(r, calls[c - 1], prev_end)])
         if c == 10:
             counts, edges = np.histogram(us(landed[has]) - np.median(wait), bins=12)
             hist = (" ".join(str(v) for v in counts)
                     + f"  (bins {edges[0]:.2f}..{edges[-1]:.2f} us after the median wait)")
-    summary = {name: round(float(v), 3) for name, v in zip(NAMES, np.mean(rows, axis=0))}
+    summary = {name: round(float(v), 3) for name, v in zip(NAMES, np.nanmean(rows, axis=0))}
     if summary["clus_max"] < 0:  # no cluster exchange (split 1)
         summary["clus_max"] = None
     summary["per_call_us"] = round(per_call, 3)
@@ -118,6 +157,8 @@ def main() -> None:
     ap.add_argument("--ms", type=int, nargs="*", default=[1, 16])
     ap.add_argument("--modes", nargs="*", default=["on", "prefetch_weights"])
     ap.add_argument("--out", default="trace_mxfp6_linear.json")
+    ap.add_argument("--raw", default=None,
+                    help="path prefix: also save each call's per-warp stamps (npz) for analysis")
     args = ap.parse_args()
     lib = ctypes.CDLL(_C.__file__)
     if not hasattr(lib, "mxf_trace_dump"):
@@ -126,7 +167,7 @@ def main() -> None:
     for n, k in harness.parse_shapes(args.shapes):
         for m in args.ms:
             for mode in args.modes:
-                out[f"{n}x{k}_m{m}_{mode}"] = trace(lib, n, k, m, mode)
+                out[f"{n}x{k}_m{m}_{mode}"] = trace(lib, n, k, m, mode, args.raw)
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
 
