@@ -20,6 +20,7 @@ previous call (the last warp's end), averaged over those calls:
 
     python benchmarks/trace/trace_mxfp6_linear.py [--shapes 2560x6144] [--ms 1 16] [--out t.json]
         [--raw PREFIX]  # also PREFIX_<N>x<K>_m<M>_<mode>.npz: per-warp stamps of calls 5..14
+                        # (ranks_from_raw.py prints them per SM and CTA age)
 """
 
 from __future__ import annotations
