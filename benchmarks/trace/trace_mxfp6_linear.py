@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from make_trace_build import CALLS, FIELDS, MAX_CTAS, MAX_WARPS  # noqa: E402
+from ranks_from_raw import ranks  # noqa: E402
 
 import mxfuse  # noqa: E402
 import mxfuse._C as _C  # noqa: E402
@@ -48,22 +49,21 @@ def cta_structure(r, prev, prev_end) -> list[float]:
     landing of the oldest, second and third CTA of an SM (by start time, i.e. by placement), and
     the median gap from the end of a CTA of the previous call to the start of the CTA that took
     its place (on each SM, the k-th start matched with the k-th end)."""
-    def per_cta(a, col, fn):
+    sm, cta = r[:, 1] >> 32, r[:, 1] & 0xFFFFFFFF
+    rank, _ = ranks(sm, cta, r[:, 2:])  # column 0 of r[:, 2:] is the start
+    last = r[:, 4:12].max(1)  # unstamped tiles are 0; every CTA records the same number of warps
+    by_rank = [(last[rank == k].mean() - prev_end) / 1e3 if (rank == k).any() else float("nan")
+               for k in range(3)]
+
+    def per_cta(a, s, col, fn):  # one value per CTA of records a on SM s, sorted
         keys = a[:, 1]
-        return {int(k_): fn(a[keys == k_, col]) for k_ in np.unique(keys)}
-    start = per_cta(r, 2, np.min)
-    landed = r[:, 4:12]
-    last = per_cta(np.column_stack([r[:, :2], landed.max(1)]), 2, np.mean)  # unstamped tiles are 0
-    prev_cta_end = per_cta(prev, 22, np.max)
-    by_rank, gaps = [[], [], []], []
-    for sm in np.unique(r[:, 1] >> 32):
-        mine = sorted((v, k_) for k_, v in start.items() if k_ >> 32 == sm)
-        for rank, (_, k_) in enumerate(mine[:3]):
-            by_rank[rank].append(last[k_])
-        ends = sorted(v for k_, v in prev_cta_end.items() if k_ >> 32 == sm)
-        gaps += [st - e for (st, _), e in zip(mine, ends)]
-    return [(np.mean(v) - prev_end) / 1e3 if v else float("nan") for v in by_rank] + [
-        float(np.median(gaps)) / 1e3 if gaps else float("nan")]
+        return np.sort([fn(a[keys == k_, col]) for k_ in np.unique(keys[keys >> 32 == s])])
+    gaps = []
+    for s in np.unique(sm):
+        starts, ends = per_cta(r, s, 2, np.min), per_cta(prev, s, 22, np.max)
+        n = min(len(starts), len(ends))
+        gaps += list(starts[:n] - ends[:n])
+    return by_rank + [float(np.median(gaps)) / 1e3 if gaps else float("nan")]
 
 
 NAMES = ["start_min", "start_med", "wait_min", "wait_med", "wait_max", "land0_med", "landL_p10",
@@ -106,7 +106,8 @@ def trace(lib, n: int, k: int, m: int, mode: str, raw: str | None = None) -> dic
     assert lib.mxf_trace_dump(host.ctypes.data_as(ctypes.c_void_p)) == 0
     assert lib.mxf_trace_setup(keys, 0) == 0
     rec = host.reshape(CALLS, MAX_CTAS, MAX_WARPS, FIELDS).astype(np.int64)
-    calls = [rec[c][rec[c][:, :, 0] == xs[c].data_ptr()] for c in range(CALLS)]
+    mine = [rec[c][:, :, 0] == xs[c].data_ptr() for c in range(CALLS)]  # (CTA, warp) records of call c
+    calls = [rec[c][mine[c]] for c in range(CALLS)]
     ends = [c[:, 22].max() for c in calls]
     if raw:  # per-warp records of calls 5..14, us after the previous call's end (-1: not stamped)
         keep = {}
@@ -115,7 +116,7 @@ def trace(lib, n: int, k: int, m: int, mode: str, raw: str | None = None) -> dic
             t = np.where(r[:, 2:23] > 0, (r[:, 2:23] - ends[c - 1]) / 1e3, -1.0).astype(np.float32)
             keep[f"call{c}_sm"] = (r[:, 1] >> 32).astype(np.int32)
             keep[f"call{c}_cta"] = (r[:, 1] & 0xFFFFFFFF).astype(np.int32)
-            keep[f"call{c}_warp"] = np.nonzero(rec[c][:, :, 0] == xs[c].data_ptr())[1].astype(np.int32)
+            keep[f"call{c}_warp"] = np.nonzero(mine[c])[1].astype(np.int32)
             keep[f"call{c}_t"] = t  # columns: fields 2..22 (start, wait, land0..7, done0..7, red, clus, end)
         np.savez_compressed(f"{raw}_{n}x{k}_m{m}_{mode}.npz", **keep)
     rows, hist = [], ""
