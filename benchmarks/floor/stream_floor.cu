@@ -5,6 +5,7 @@
 //
 // read_ld:  G CTAs of 256 threads; CTA b reads a contiguous 1/G of the buffer with 16-byte loads,
 //           kUnroll of them in flight per thread, and XORs them into one word.
+// read_cp:  as read_ld, through shared memory with cp.async.cg (as the shipped kernel loads codes).
 // read_tma: one CTA per SM; one producer thread streams the CTA's contiguous share through a ring
 //           of shared-memory stages with bulk copies (cp.async.bulk + mbarrier); 8 consumer warps
 //           read every stage and free it.
@@ -44,6 +45,36 @@ __global__ void __launch_bounds__(256) read_ld(const uint4* __restrict__ src, in
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// read_cp: as read_ld, but each thread's kUnroll 16-byte pieces go through shared memory with
+// cp.async.cg (as the shipped kernel loads its codes), then are read back.
+template <int kUnroll>
+__global__ void __launch_bounds__(256) read_cp(const uint4* __restrict__ src, int64_t n16, uint32_t* out, int pdl) {
+  __shared__ uint4 buf[kUnroll * 256];
+  dep_launch();
+  if (pdl) dep_wait();
+  const int64_t per = (n16 + gridDim.x - 1) / gridDim.x;
+  const int64_t b0 = blockIdx.x * per;
+  const int64_t b1 = b0 + per < n16 ? b0 + per : n16;
+  uint32_t acc = 0;
+  for (int64_t i = b0 + threadIdx.x; i < b1; i += 256 * kUnroll) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t j = i + u * 256;
+      if (j < b1) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(&buf[u * 256 + threadIdx.x])),
+                     "l"(src + j));
+      }
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint4 v = i + u * 256 < b1 ? buf[u * 256 + threadIdx.x] : make_uint4(0, 0, 0, 0);
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+  }
+  if (acc == 0x12345678u) out[blockIdx.x * 256 + threadIdx.x] = acc;
 }
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
@@ -172,6 +203,18 @@ void ld(torch::Tensor src, torch::Tensor out, int64_t grid, int64_t unroll, bool
   int ipdl = pdl ? 1 : 0;
   void* args[] = {&p, &n16, &o, &ipdl};
   const void* fn = unroll == 4 ? reinterpret_cast<const void*>(read_ld<4>) : reinterpret_cast<const void*>(read_ld<8>);
+  launch(fn, dim3(grid), dim3(256), 0, pdl, args);
+}
+
+void cpa(torch::Tensor src, torch::Tensor out, int64_t grid, int64_t unroll, bool pdl) {
+  TORCH_CHECK(src.is_cuda() && src.is_contiguous() && src.numel() % 16 == 0, "src: contiguous CUDA, 16-byte multiple");
+  TORCH_CHECK(out.numel() >= grid * 256, "out too small");
+  const uint4* p = reinterpret_cast<const uint4*>(src.data_ptr());
+  int64_t n16 = src.numel() / 16;
+  uint32_t* o = reinterpret_cast<uint32_t*>(out.data_ptr());
+  int ipdl = pdl ? 1 : 0;
+  void* args[] = {&p, &n16, &o, &ipdl};
+  const void* fn = unroll == 4 ? reinterpret_cast<const void*>(read_cp<4>) : reinterpret_cast<const void*>(read_cp<8>);
   launch(fn, dim3(grid), dim3(256), 0, pdl, args);
 }
 
@@ -434,6 +477,7 @@ void proto(torch::Tensor packed, torch::Tensor scales, torch::Tensor x, torch::T
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("ld", &ld);
+  m.def("cpa", &cpa);
   m.def("tma", &tma);
   m.def("proto", &proto);
 }

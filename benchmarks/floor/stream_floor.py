@@ -11,6 +11,8 @@ Rows, per shape:
 - `bf16 F.linear` and `mxfp6_linear` (M = 1, in the `on` and `prefetch_weights` modes), the
   baselines of issue #4, timed in the same process;
 - `ld gG uU`: a plain streaming read, G CTAs of 256 threads, U 16-byte loads in flight per thread;
+- `cp.async gG uU`: the same, each thread's U pieces copied into shared memory with `cp.async.cg`
+  (as the shipped kernel loads its codes), waited for, and read back;
 - `tma sS xN`: one CTA per SM streaming its contiguous share through N shared-memory stages of S
   bytes with bulk copies, 8 consumer warps reading every stage; `pre`: the first N stages are
   requested before the dependency wait (as `prefetch_weights` does);
@@ -97,6 +99,8 @@ def main() -> None:
         measured += [(f"mxfp6_linear {mode}", t) for mode, t in t6.items()]
         for g, u in LD:
             measured.append((f"ld g{g} u{u}", harness.graph_time_us(lambda i: ext.ld(bufs[i], out, g, u, True))))
+        for g, u in LD:
+            measured.append((f"cp.async g{g} u{u}", harness.graph_time_us(lambda i: ext.cpa(bufs[i], out, g, u, True))))
         for sb, st, pre in TMA:
             t = harness.graph_time_us(lambda i: ext.tma(bufs[i], out, sb, st, True, pre))
             measured.append((f"tma s{sb} x{st}{' pre' if pre else ''}", t))
