@@ -194,27 +194,18 @@ void launch(const void* fn, dim3 grid, dim3 block, size_t smem, bool pdl, void**
   C10_CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
 }
 
-void ld(torch::Tensor src, torch::Tensor out, int64_t grid, int64_t unroll, bool pdl) {
+// read_ld (via_smem false) or read_cp (true).
+void ld(torch::Tensor src, torch::Tensor out, int64_t grid, int64_t unroll, bool pdl, bool via_smem) {
   TORCH_CHECK(src.is_cuda() && src.is_contiguous() && src.numel() % 16 == 0, "src: contiguous CUDA, 16-byte multiple");
   TORCH_CHECK(out.numel() >= grid * 256, "out too small");
+  TORCH_CHECK(unroll == 4 || unroll == 8, "unroll: 4 or 8");
   const uint4* p = reinterpret_cast<const uint4*>(src.data_ptr());
   int64_t n16 = src.numel() / 16;
   uint32_t* o = reinterpret_cast<uint32_t*>(out.data_ptr());
   int ipdl = pdl ? 1 : 0;
   void* args[] = {&p, &n16, &o, &ipdl};
-  const void* fn = unroll == 4 ? reinterpret_cast<const void*>(read_ld<4>) : reinterpret_cast<const void*>(read_ld<8>);
-  launch(fn, dim3(grid), dim3(256), 0, pdl, args);
-}
-
-void cpa(torch::Tensor src, torch::Tensor out, int64_t grid, int64_t unroll, bool pdl) {
-  TORCH_CHECK(src.is_cuda() && src.is_contiguous() && src.numel() % 16 == 0, "src: contiguous CUDA, 16-byte multiple");
-  TORCH_CHECK(out.numel() >= grid * 256, "out too small");
-  const uint4* p = reinterpret_cast<const uint4*>(src.data_ptr());
-  int64_t n16 = src.numel() / 16;
-  uint32_t* o = reinterpret_cast<uint32_t*>(out.data_ptr());
-  int ipdl = pdl ? 1 : 0;
-  void* args[] = {&p, &n16, &o, &ipdl};
-  const void* fn = unroll == 4 ? reinterpret_cast<const void*>(read_cp<4>) : reinterpret_cast<const void*>(read_cp<8>);
+  const void* fn = via_smem ? (unroll == 4 ? reinterpret_cast<const void*>(read_cp<4>) : reinterpret_cast<const void*>(read_cp<8>))
+                            : (unroll == 4 ? reinterpret_cast<const void*>(read_ld<4>) : reinterpret_cast<const void*>(read_ld<8>));
   launch(fn, dim3(grid), dim3(256), 0, pdl, args);
 }
 
@@ -477,7 +468,6 @@ void proto(torch::Tensor packed, torch::Tensor scales, torch::Tensor x, torch::T
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("ld", &ld);
-  m.def("cpa", &cpa);
   m.def("tma", &tma);
   m.def("proto", &proto);
 }

@@ -98,9 +98,9 @@ def main() -> None:
                                                 ["on", "prefetch_weights"])
         measured += [(f"mxfp6_linear {mode}", t) for mode, t in t6.items()]
         for g, u in LD:
-            measured.append((f"ld g{g} u{u}", harness.graph_time_us(lambda i: ext.ld(bufs[i], out, g, u, True))))
+            measured.append((f"ld g{g} u{u}", harness.graph_time_us(lambda i: ext.ld(bufs[i], out, g, u, True, False))))
         for g, u in LD:
-            measured.append((f"cp.async g{g} u{u}", harness.graph_time_us(lambda i: ext.cpa(bufs[i], out, g, u, True))))
+            measured.append((f"cp.async g{g} u{u}", harness.graph_time_us(lambda i: ext.ld(bufs[i], out, g, u, True, True))))
         for sb, st, pre in TMA:
             t = harness.graph_time_us(lambda i: ext.tma(bufs[i], out, sb, st, True, pre))
             measured.append((f"tma s{sb} x{st}{' pre' if pre else ''}", t))
