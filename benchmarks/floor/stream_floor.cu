@@ -3,9 +3,9 @@
 // sets, programmatic dependent launch, nothing read before the dependency wait)? A measurement
 // tool, not part of the library: sm_90 only, built on the GPU machine by the script.
 //
-// read_ld:  G CTAs of 256 threads; CTA b reads a contiguous 1/G of the buffer with 16-byte loads,
-//           kUnroll of them in flight per thread, and XORs them into one word.
-// read_cp:  as read_ld, through shared memory with cp.async.cg (as the shipped kernel loads codes).
+// read_stream: G CTAs of 256 threads; CTA b reads a contiguous 1/G of the buffer with 16-byte
+//           loads, kUnroll of them in flight per thread, and XORs them into one word; or the same
+//           through shared memory with cp.async.cg (as the shipped kernel loads its codes).
 // read_tma: one CTA per SM; one producer thread streams the CTA's contiguous share through a ring
 //           of shared-memory stages with bulk copies (cp.async.bulk + mbarrier); 8 consumer warps
 //           read every stage and free it.
@@ -22,20 +22,46 @@ namespace {
 __device__ __forceinline__ void dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 __device__ __forceinline__ void dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
-template <int kUnroll>
-__global__ void __launch_bounds__(256) read_ld(const uint4* __restrict__ src, int64_t n16, uint32_t* out, int pdl) {
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// This CTA's contiguous share [b0, b1) of n elements, in steps of `align`.
+__device__ __forceinline__ void cta_share(int64_t n, int64_t align, int64_t& b0, int64_t& b1) {
+  const int64_t per = (n / align + gridDim.x - 1) / gridDim.x * align;
+  b0 = blockIdx.x * per;
+  b1 = b0 + per < n ? b0 + per : n;
+}
+
+// read_ld (kViaSmem false): kUnroll 16-byte loads in flight per thread, XORed into one word.
+// read_cp (kViaSmem true): the same pieces copied into shared memory with cp.async.cg (as the
+// shipped kernel loads its codes), waited for, and read back.
+template <int kUnroll, bool kViaSmem>
+__global__ void __launch_bounds__(256) read_stream(const uint4* __restrict__ src, int64_t n16, uint32_t* out, int pdl) {
+  __shared__ uint4 buf[kViaSmem ? kUnroll * 256 : 1];
   dep_launch();
   if (pdl) dep_wait();
-  const int64_t per = (n16 + gridDim.x - 1) / gridDim.x;
-  const int64_t b0 = blockIdx.x * per;
-  const int64_t b1 = b0 + per < n16 ? b0 + per : n16;
+  int64_t b0, b1;
+  cta_share(n16, 1, b0, b1);
   uint32_t acc = 0;
   for (int64_t i = b0 + threadIdx.x; i < b1; i += 256 * kUnroll) {
     uint4 v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t j = i + u * 256;
-      v[u] = j < b1 ? src[j] : make_uint4(0, 0, 0, 0);
+      if constexpr (kViaSmem) {
+        if (j < b1) {
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(&buf[u * 256 + threadIdx.x])),
+                       "l"(src + j));
+        }
+      } else {
+        v[u] = j < b1 ? src[j] : make_uint4(0, 0, 0, 0);
+      }
+    }
+    if constexpr (kViaSmem) {
+      asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) v[u] = i + u * 256 < b1 ? buf[u * 256 + threadIdx.x] : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
@@ -43,39 +69,6 @@ __global__ void __launch_bounds__(256) read_ld(const uint4* __restrict__ src, in
   if (acc == 0x12345678u) out[blockIdx.x * 256 + threadIdx.x] = acc;  // keeps the loads alive
 }
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// read_cp: as read_ld, but each thread's kUnroll 16-byte pieces go through shared memory with
-// cp.async.cg (as the shipped kernel loads its codes), then are read back.
-template <int kUnroll>
-__global__ void __launch_bounds__(256) read_cp(const uint4* __restrict__ src, int64_t n16, uint32_t* out, int pdl) {
-  __shared__ uint4 buf[kUnroll * 256];
-  dep_launch();
-  if (pdl) dep_wait();
-  const int64_t per = (n16 + gridDim.x - 1) / gridDim.x;
-  const int64_t b0 = blockIdx.x * per;
-  const int64_t b1 = b0 + per < n16 ? b0 + per : n16;
-  uint32_t acc = 0;
-  for (int64_t i = b0 + threadIdx.x; i < b1; i += 256 * kUnroll) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t j = i + u * 256;
-      if (j < b1) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(&buf[u * 256 + threadIdx.x])),
-                     "l"(src + j));
-      }
-    }
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const uint4 v = i + u * 256 < b1 ? buf[u * 256 + threadIdx.x] : make_uint4(0, 0, 0, 0);
-      acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-  }
-  if (acc == 0x12345678u) out[blockIdx.x * 256 + threadIdx.x] = acc;
-}
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
 }
@@ -136,10 +129,8 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   }
   __syncthreads();
   dep_launch();
-  const int64_t n16 = nbytes / 16;
-  const int64_t per = (n16 + gridDim.x - 1) / gridDim.x * 16;
-  const int64_t b0 = blockIdx.x * per;
-  const int64_t b1 = b0 + per < nbytes ? b0 + per : nbytes;
+  int64_t b0, b1;
+  cta_share(nbytes, 16, b0, b1);
   const int chunks = b1 > b0 ? static_cast<int>((b1 - b0 + stage_bytes - 1) / stage_bytes) : 0;
   if (warp == kConsumerWarps) {  // producer
     if (lane == 0) {
@@ -194,7 +185,7 @@ void launch(const void* fn, dim3 grid, dim3 block, size_t smem, bool pdl, void**
   C10_CUDA_CHECK(cudaLaunchKernelExC(&cfg, fn, args));
 }
 
-// read_ld (via_smem false) or read_cp (true).
+// read_stream: plain loads (via_smem false) or cp.async through shared memory (true).
 void ld(torch::Tensor src, torch::Tensor out, int64_t grid, int64_t unroll, bool pdl, bool via_smem) {
   TORCH_CHECK(src.is_cuda() && src.is_contiguous() && src.numel() % 16 == 0, "src: contiguous CUDA, 16-byte multiple");
   TORCH_CHECK(out.numel() >= grid * 256, "out too small");
@@ -204,8 +195,10 @@ void ld(torch::Tensor src, torch::Tensor out, int64_t grid, int64_t unroll, bool
   uint32_t* o = reinterpret_cast<uint32_t*>(out.data_ptr());
   int ipdl = pdl ? 1 : 0;
   void* args[] = {&p, &n16, &o, &ipdl};
-  const void* fn = via_smem ? (unroll == 4 ? reinterpret_cast<const void*>(read_cp<4>) : reinterpret_cast<const void*>(read_cp<8>))
-                            : (unroll == 4 ? reinterpret_cast<const void*>(read_ld<4>) : reinterpret_cast<const void*>(read_ld<8>));
+  const void* fn = via_smem ? (unroll == 4 ? reinterpret_cast<const void*>(read_stream<4, true>)
+                                            : reinterpret_cast<const void*>(read_stream<8, true>))
+                            : (unroll == 4 ? reinterpret_cast<const void*>(read_stream<4, false>)
+                                           : reinterpret_cast<const void*>(read_stream<8, false>));
   launch(fn, dim3(grid), dim3(256), 0, pdl, args);
 }
 
