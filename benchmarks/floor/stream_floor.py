@@ -16,7 +16,8 @@ Rows, per shape:
 - `tma sS xN`: one CTA per SM streaming its contiguous share through N shared-memory stages of S
   bytes with bulk copies, 8 consumer warps reading every stage; `pre`: the first N stages are
   requested before the dependency wait (as `prefetch_weights` does);
-- `proto vV ooo|inorder` (shapes whose share is at most 64 tiles per SM): a prototype MXFP6 linear,
+- `proto LxDyCz [roll] ooo|inorder` (shapes whose share is at most 64 tiles per SM; x loader warps
+  with y items in flight each, z consumer warps; see PROTO): a prototype MXFP6 linear,
   M = 1, bf16, one CTA per SM, loader warps streaming plain loads into one shared-memory slot per
   tile, consumer warps decoding a tile as soon as it lands (`ooo`) or in order; it leaves the add
   of a row tile's partials across CTAs to this script (not timed). Checked against fp64 first.
