@@ -29,16 +29,22 @@ CONFIGS = [("0", "0", "0")] + [("1", w, s) for w in ("4", "8") for s in ("1", "2
 def render(path: str) -> str:
     """Markdown table of a sweep JSON: one row per (shape, M), best per row in bold."""
     rows = json.load(open(path))
-    present = {(r["rt"], r["warps"], r["split"]) for r in rows}
-    cfgs = sorted(c for c in present if c[0] != "0")
-    head = ["N x K", "M", "heuristic"] + [f"rt{r} w{w} s{s}" for r, w, s in cfgs]
+
+    def key(r):
+        return r["rt"], r["warps"], r["split"], r.get("item", "0")
+
+    def label(c):
+        rt, w, s, item = c
+        return ("heuristic" if rt == "0" else f"rt{rt} w{w} s{s}") + ("" if item == "0" else f" item{item}")
+
+    cfgs = sorted({key(r) for r in rows}, key=lambda c: (c[0] != "0", c))
+    head = ["N x K", "M"] + [label(c) for c in cfgs]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     keys = sorted({(r["n"], r["k"], r["m"]) for r in rows}, key=lambda t: (SHAPES.index(t[:2]), t[2]))
     for n, k, m in keys:
-        t = {(r["rt"], r["warps"], r["split"]): r["us"] for r in rows if (r["n"], r["k"], r["m"]) == (n, k, m)}
+        t = {key(r): r["us"] for r in rows if (r["n"], r["k"], r["m"]) == (n, k, m)}
         best = min(t.values())
-        cells = [f"**{t[c]:.2f}**" if t[c] == best else f"{t[c]:.2f}" if c in t else ""
-                 for c in [("0", "0", "0")] + cfgs]
+        cells = [f"**{t[c]:.2f}**" if t[c] == best else f"{t[c]:.2f}" if c in t else "" for c in cfgs]
         out.append(f"| {n}x{k} | {m} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -49,6 +55,9 @@ def main() -> None:
     ap.add_argument("--ms", type=int, nargs="*", default=[1, 16])
     ap.add_argument("--shapes", nargs="*", help="N x K shapes to run, e.g. 2560x6144 (default: all four)")
     ap.add_argument("--configs", nargs="*", help="only these, e.g. r2w8s4 r1w8s2, or auto (the heuristic always runs)")
+    ap.add_argument("--item-rt", nargs="*", default=["0"], choices=["0", "1", "2"],
+                    help="MXFUSE_FP6_ITEM_RT values to run each config with (row tiles per ring item of "
+                         "the two-row-tile kernels; 0 = the default)")
     ap.add_argument("--render", metavar="JSON", help="print the markdown table of a sweep and exit")
     args = ap.parse_args()
     if args.render:
@@ -74,15 +83,18 @@ def main() -> None:
             xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(harness.INPUT_SETS)]
             line = []
             for rt, warps, split in configs:
-                os.environ["MXFUSE_FP6_RT"] = rt
-                os.environ["MXFUSE_FP6_WARPS"], os.environ["MXFUSE_FP6_SPLIT"] = warps, split
-                us = harness.graph_time_us(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]))
-                rows.append({"n": n, "k": k, "m": m, "rt": rt, "warps": warps, "split": split, "us": us})
-                line.append(f"{'auto' if rt == '0' else f'r{rt}w{warps}s{split}'}={us:.2f}")
+                for item in args.item_rt:
+                    os.environ["MXFUSE_FP6_RT"], os.environ["MXFUSE_FP6_ITEM_RT"] = rt, item
+                    os.environ["MXFUSE_FP6_WARPS"], os.environ["MXFUSE_FP6_SPLIT"] = warps, split
+                    us = harness.graph_time_us(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]))
+                    rows.append({"n": n, "k": k, "m": m, "rt": rt, "warps": warps, "split": split, "item": item,
+                                 "us": us})
+                    label = "auto" if rt == "0" else f"r{rt}w{warps}s{split}"
+                    line.append(label + (f"/item{item}" if len(args.item_rt) > 1 else "") + f"={us:.2f}")
             print(f"{n}x{k} m={m}: " + " ".join(line), flush=True)
         del packs
         torch.cuda.empty_cache()
-    for v in ("MXFUSE_FP6_RT", "MXFUSE_FP6_WARPS", "MXFUSE_FP6_SPLIT"):
+    for v in ("MXFUSE_FP6_RT", "MXFUSE_FP6_WARPS", "MXFUSE_FP6_SPLIT", "MXFUSE_FP6_ITEM_RT"):
         os.environ.pop(v)
     with open(args.out, "w") as f:
         json.dump(rows, f, indent=1)

@@ -44,6 +44,33 @@ def test_batch_invariant(dtype, n, k):
         assert_bitwise_equal(part, full[:m], f"rows of M={m} vs the same rows in M=1024")
 
 
+@pytest.mark.parametrize("pdl", ["off", "on", "prefetch_weights"])
+@pytest.mark.parametrize("n,k", [(2560, 6144), (9216, 2048)])
+def test_row_tile_items_give_the_bits_of_whole_tiles(pdl, n, k, monkeypatch, restore_pdl):
+    # Two-row-tile kernels of one chain per warp stream a row tile at a time in the default
+    # modes and whole tiles with prefetch_weights; every row tile runs the same mma sequence
+    # either way, so the bits must not change (M <= 8 and M <= 16 kernels, both scale paths, and
+    # a warp's two row tiles taking different ones: each row tile decides for itself). A row
+    # also gives the same bits at every M (9216 x 2048: the M <= 16 kernel runs two chains per
+    # warp, whole tiles, the M <= 8 one row tiles by default).
+    mxfuse.set_pdl(pdl)
+    packed, scales, _ = packed_on_gpu(n, k, torch.bfloat16, 31)
+    x = randn((16, k), torch.bfloat16, 32, 1.0).cuda()
+    odd = (torch.arange(n, device="cuda") // 16 % 2 == 1).unsqueeze(1)
+    mixed = torch.where(odd, torch.full_like(scales, 140), scales)  # odd row tiles: fp32 scaling
+    for name, sc in (("foldable", scales), ("mixed", mixed)):
+        monkeypatch.setenv("MXFUSE_FP6_ITEM_RT", "0")
+        full = OPS.mxfp6_linear(x, packed, sc)
+        for m in (1, 5, 8, 12, 16):
+            got = {}
+            for item in ("0", "1", "2"):
+                monkeypatch.setenv("MXFUSE_FP6_ITEM_RT", item)
+                got[item] = OPS.mxfp6_linear(x[:m], packed, sc)
+            assert_bitwise_equal(got["1"], got["2"], f"{name} scales, M={m}: row tiles vs whole tiles")
+            assert_bitwise_equal(got["0"], got["2"], f"{name} scales, M={m}: default vs whole tiles")
+            assert_bitwise_equal(got["0"], full[:m], f"{name} scales: rows of M={m} vs M=16")
+
+
 @pytest.mark.parametrize("m", [1, 8, 16])
 def test_heuristic_cluster_shapes_within_bound(m):
     # Shapes the heuristic runs as clusters on the H200 (132 SMs): 2560 x 6144 (two row tiles per
@@ -56,15 +83,18 @@ def test_heuristic_cluster_shapes_within_bound(m):
         check_within_bound(x, packed, scales, w6, torch.bfloat16)
 
 
-@pytest.mark.parametrize("rt,warps", [("1", "4"), ("1", "8"), ("2", "4"), ("2", "8")])
+@pytest.mark.parametrize("rt,warps,item", [("1", "4", "0"), ("1", "8", "0"), ("2", "4", "1"), ("2", "4", "2"),
+                                           ("2", "8", "1"), ("2", "8", "2")])
 @pytest.mark.parametrize("split", ["1", "2", "4", "8"])
-def test_every_launch_shape_within_bound(rt, warps, split, monkeypatch):
+def test_every_launch_shape_within_bound(rt, warps, item, split, monkeypatch):
     # split > 1: a cluster of CTAs splits K and adds partials across the cluster; with 8 warps
     # and split 8 on K = 1024 (8 tiles), most warps own no tile at all. rt 2: two row tiles per
-    # warp (N = 48 has three row tiles, so it falls back to one).
+    # warp (N = 48 has three row tiles, so it falls back to one), streamed a row tile (item 1) or
+    # a whole tile (item 2) at a time.
     monkeypatch.setenv("MXFUSE_FP6_RT", rt)
     monkeypatch.setenv("MXFUSE_FP6_WARPS", warps)
     monkeypatch.setenv("MXFUSE_FP6_SPLIT", split)
+    monkeypatch.setenv("MXFUSE_FP6_ITEM_RT", item)
     for n, k in ((64, 2048), (256, 1024), (48, 384)):
         packed, scales, w6 = packed_on_gpu(n, k, torch.bfloat16, 3)
         x = randn((20, k), torch.bfloat16, 4, 1.0)
@@ -87,17 +117,20 @@ def adversarial_packed(n, k, seed):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("item", ["1", "2"])
 @pytest.mark.parametrize(
     "shape",
     [None, ("1", "4", "1"), ("2", "4", "1"), ("2", "8", "1"), ("1", "8", "2"), ("2", "8", "2"), ("2", "8", "4"),
      ("2", "4", "4")],
     ids=lambda s: "heuristic" if s is None else f"rt{s[0]}w{s[1]}s{s[2]}",
 )
-def test_identity_x_gives_every_weight_exactly(dtype, shape, monkeypatch):
+def test_identity_x_gives_every_weight_exactly(dtype, item, shape, monkeypatch):
     # x = I: out[m, n] = W6[n, m] is one product by 1 plus exact zeros, so every decoded weight
     # must come out exactly (one rounding of the fp32 value to the output dtype; +0 == -0).
     # This checks the fast path's bit-level decode of every code at every lane position, both
-    # scale paths, the M <= 8 kernel (8-row slices) and the M <= 16 kernel (the full batch).
+    # scale paths, the M <= 8 kernel (8-row slices) and the M <= 16 kernel (the full batch), with
+    # two-row-tile kernels streaming a row tile (item 1) or a whole tile (item 2) at a time.
+    monkeypatch.setenv("MXFUSE_FP6_ITEM_RT", item)
     if shape is not None:
         for name, v in zip(("RT", "WARPS", "SPLIT"), shape):
             monkeypatch.setenv(f"MXFUSE_FP6_{name}", v)

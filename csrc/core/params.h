@@ -80,6 +80,9 @@ struct Fp6LinearParams {
   int warps_override = 0;           // tests/benchmarks: warps per CTA (4, 8); 0 = heuristic
   int rt_override = 0;              // tests/benchmarks: row tiles per warp (1, 2); 0 = heuristic
   int split_override = 0;           // tests/benchmarks: CTAs per cluster splitting K (1, 2, 4, 8)
+  // tests/benchmarks: row tiles per ring item of a two-row-tile kernel of one chain per warp (1,
+  // 2); 0 = the default: 1, or 2 when pdl == 2
+  int item_rt = 0;
   // Programmatic dependent launch (sm_90+): 0 off; 1 the kernel may start before the previous one
   // in the stream ends and waits for it before touching memory; 2 as 1, but the weight stream
   // starts before the wait (weights must not be written by the kernels just before).

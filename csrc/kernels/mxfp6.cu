@@ -4,7 +4,8 @@
 // Linear, fast path (NVIDIA sm_80+): a CTA owns one or two row tiles (16 weight rows each) and 8
 // (M <= 8) or 16 rows of x. Its warps split the CTA's K range by tiles (virtual warp v of kVW
 // takes k-tiles v, v + kVW, ...; a warp runs one or two virtual warps' chains), stream their
-// packed tiles through a private cp.async ring, and meet once at the end to add their partials
+// packed tiles through a private cp.async ring (two-row-tile warps of one chain a row tile at a
+// time, one in flight while the other decodes), and meet once at the end to add their partials
 // in a fixed order. On sm_90 the kS CTAs of a thread-block cluster split K into contiguous
 // ranges, so that small N still fills every SM, and push their partial sums into the leader
 // CTA's shared memory, which adds them in a fixed order. The weights are the A operand of mma.m16n8k16
@@ -246,7 +247,15 @@ MXF_DEV uint4 load_x(const uint4* p) { return *p; }
 // next tile's on exit when `more`: each group's registers are refilled as soon as they are
 // permuted, so every x load has a whole tile of decode to land in. The x permutes are shared by
 // the kRT row tiles.
-template <bool kBF16, bool kFold, int kNB, int kRT>
+//
+// Streaming one row tile per ring item, the kernel calls it once per row tile (row tiles [kR0,
+// kR0 + kRN) of acc; `st` points at that row tile's slot). kX says what xq holds and gets:
+//   kXWhole: this tile's x on entry, the next tile's on exit (the whole-tile form above);
+//   kXKeep:  this tile's x on entry, the same x permuted on exit (for the next row tile);
+//   kXNext:  this tile's x permuted on entry, the next tile's on exit (each group refilled once
+//            its mmas are issued).
+enum XMode { kXWhole, kXKeep, kXNext };
+template <bool kBF16, bool kFold, int kNB, int kRT, int kR0 = 0, int kRN = kRT, XMode kX = kXWhole>
 MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const (&xnext)[kNB],
                       bool more, uint32_t par, uint32_t (&s_lo)[kRT],
                       uint32_t (&s_hi)[kRT], float (&acc)[kRT][kNB][4]) {
@@ -255,7 +264,7 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
   // of 2^(sb-1).
   if constexpr (kFold) {
 #pragma unroll
-    for (int r = 0; r < kRT; ++r) {
+    for (int r = kR0; r < kR0 + kRN; ++r) {
       s_lo[r] += 0x7e7e7e7eu;
       s_hi[r] += 0x7e7e7e7eu;
     }
@@ -266,16 +275,27 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) {
       const uint4 xc = xq[nb][j];
-      b[nb][0] = prmt(xc.x, xc.z, 0x5410u);
-      b[nb][1] = prmt(xc.x, xc.z, 0x7632u);
-      b[nb][2] = prmt(xc.y, xc.w, 0x5410u);
-      b[nb][3] = prmt(xc.y, xc.w, 0x7632u);
-      if (more) xq[nb][j] = load_x(xnext[nb] + j * 4);
+      if constexpr (kX == kXNext) {
+        b[nb][0] = xc.x;
+        b[nb][1] = xc.y;
+        b[nb][2] = xc.z;
+        b[nb][3] = xc.w;
+      } else {
+        b[nb][0] = prmt(xc.x, xc.z, 0x5410u);
+        b[nb][1] = prmt(xc.x, xc.z, 0x7632u);
+        b[nb][2] = prmt(xc.y, xc.w, 0x5410u);
+        b[nb][3] = prmt(xc.y, xc.w, 0x7632u);
+      }
+      if constexpr (kX == kXWhole) {
+        if (more) xq[nb][j] = load_x(xnext[nb] + j * 4);
+      } else if constexpr (kX == kXKeep) {
+        xq[nb][j] = make_uint4(b[nb][0], b[nb][1], b[nb][2], b[nb][3]);
+      }
     }
 #pragma unroll
-    for (int r = 0; r < kRT; ++r) {
+    for (int r = kR0; r < kR0 + kRN; ++r) {
       // `st` already points at this lane's row g and window; row g + 8 is 8 rows further.
-      const uint8_t* lo = st + r * kTileStageBytes + kFp6GroupBytes * j;
+      const uint8_t* lo = st + (r - kR0) * kTileStageBytes + kFp6GroupBytes * j;
       const uint8_t* hi = lo + kFp6GroupBytes * kFp6GroupsPerTileRow * 8;
       // Folded: byte j of s (sb + 126) into both halves' exponent field: 2^(sb-1) as bf16x2.
       const uint32_t sel = 0x4040u + 0x0101u * j;  // bytes j, 0, j, 0 (byte 4 = zero)
@@ -308,6 +328,12 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
         }
       }
     }
+    if constexpr (kX == kXNext) {
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) {
+        if (more) xq[nb][j] = load_x(xnext[nb] + j * 4);
+      }
+    }
   }
 }
 
@@ -321,7 +347,12 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
 // rows). Each CTA adds its kVW partials in virtual-warp order; the other CTAs of the cluster push
 // that sum into the leader's shared memory (distributed shared memory, one cluster barrier), and
 // the leader adds the kS sums in rank order: (v0 + ... + v_kVW-1) of rank 0, + that of rank 1, ...
-template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS>
+//
+// kItemRT row tiles go through the ring as one item: all kRT (whole tiles), or one (a row tile
+// at a time, for two-row-tile kernels of one chain per warp). One row tile at a time keeps half
+// the bytes in flight per warp and lets the decode of a tile's first row tile start when that
+// lands; the mma sequence of every row tile, and so every bit of the result, is the same.
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT = kRT>
 MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, int64_t m0,
                         int split) {
 #if defined(MXF_HAS_CLUSTER)
@@ -332,8 +363,13 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   if (p.pdl != 2) grid_dep_wait();
 #endif
   constexpr bool kBF16 = kAct == Dtype::kBF16;
-  constexpr int kStages = kStagesFor<kRT, kW, kV, kS>;
-  constexpr int kSlot = kRT * kTileStageBytes;  // kRT tiles and their scale bytes
+  static_assert(kItemRT == kRT || (kItemRT == 1 && kRT == 2 && kV == 1), "whole tiles, or row tiles of one chain");
+  constexpr int kSub = kRT / kItemRT;  // ring items per k-tile
+  // One row tile in flight while another decodes (more was slower, H200: docs/PERF_NOTES.md).
+  constexpr int kStages = kSub == 1 ? kStagesFor<kRT, kW, kV, kS> : 2;
+  // kItemRT tiles and their scale bytes; a tile's first row-tile item also brings the second
+  // row tile's scale bytes (after its own), so that one fold decision covers the whole tile.
+  constexpr int kSlot = kItemRT * kTileStageBytes + (kSub == 2 ? kTileScaleBytes : 0);
   constexpr int kVW = kW * kV;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
@@ -361,20 +397,28 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   const uint32_t dst0 = smem_addr(ring) + lane * 16;  // shared addresses: no conversion per copy
   const uint32_t sdst0 = smem_addr(ring) + kFp6TileBytes + (lane & 15) * 4;
   int issue_slot = 0;
+  // Item f: row tiles [h * kItemRT, (h + 1) * kItemRT) of the tile at stream position f / kSub,
+  // h = f % kSub.
   const auto issue = [&](int f) {
-    if (f > 0) {
-      const int d = step_at(f);
+    const int h = f % kSub, pos = f / kSub;
+    if (pos > 0 && h == 0) {
+      const int d = step_at(pos);
       src += d * kFp6TileBytes;
       ssrc += d * 4;
     }
     const int off = issue_slot * kSlot;
 #pragma unroll
-    for (int r = 0; r < kRT; ++r) {
+    for (int r = 0; r < kItemRT; ++r) {
+      const int rr = h * kItemRT + r;
 #pragma unroll
       for (int q = 0; q < 3; ++q) {
-        cp_async16_to(dst0 + off + r * kTileStageBytes + q * 512, src + r * rt_stride + q * 512);
+        cp_async16_to(dst0 + off + r * kTileStageBytes + q * 512, src + rr * rt_stride + q * 512);
       }
-      if (lane < kFp6TileRows) cp_async4_to(sdst0 + off + r * kTileStageBytes, ssrc + r * srt_stride);
+      if constexpr (kSub == 1) {
+        if (lane < kFp6TileRows) cp_async4_to(sdst0 + off + r * kTileStageBytes, ssrc + rr * srt_stride);
+      } else if (h == 0) {  // lanes 16..31: the second row tile's
+        cp_async4_to(sdst0 + off + (lane >> 4) * kTileScaleBytes, ssrc + (lane >> 4) * srt_stride);
+      }
     }
     issue_slot = issue_slot + 1 == kStages ? 0 : issue_slot + 1;
   };
@@ -427,9 +471,10 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
   };
   zero_acc();
 
+  const int items = count * kSub;
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < count) issue(s);
+    if (s < items) issue(s);
     cp_async_commit();
   }
 #if defined(MXF_HAS_CLUSTER)
@@ -443,29 +488,54 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
 
   int slot = 0;
   for (int i = 0; i < count; ++i) {
-    cp_async_wait<kStages - 2>();
-    sync_lanes();
-    if (i + kStages - 1 < count) issue(i + kStages - 1);
-    cp_async_commit();
-    const uint8_t* st = ring + slot * kSlot;
-    slot = slot + 1 == kStages ? 0 : slot + 1;
     const bool more = i + 1 < count;
-    const int xstep = step_at(i + 1) * kXTile;
-#pragma unroll
-    for (int nb = 0; nb < kNB; ++nb) xptr[nb] += xstep;  // now the next tile's x
-    // Scale bytes of the lane's two rows (g and g + 8) of each row tile for the tile's 4 groups.
     uint32_t s_lo[kRT], s_hi[kRT];
-    bool fold = kBF16;
+    bool folded = false;
 #pragma unroll
-    for (int r = 0; r < kRT; ++r) {
-      s_lo[r] = *reinterpret_cast<const uint32_t*>(st + r * kTileStageBytes + lane_scale_lo);
-      s_hi[r] = *reinterpret_cast<const uint32_t*>(st + r * kTileStageBytes + lane_scale_hi);
-      fold = fold && scales_foldable(s_lo[r]) && scales_foldable(s_hi[r]);
-    }
-    if (__all_sync(0xffffffffu, fold)) {
-      mma_tile<kBF16, true, kNB, kRT>(st + lane_codes, xq, xptr, more, par, s_lo, s_hi, acc);
-    } else {
-      mma_tile<kBF16, false, kNB, kRT>(st + lane_codes, xq, xptr, more, par, s_lo, s_hi, acc);
+    for (int h = 0; h < kSub; ++h) {
+      const int f = i * kSub + h;
+      cp_async_wait<kStages - 2>();
+      sync_lanes();
+      if (f + kStages - 1 < items) issue(f + kStages - 1);
+      cp_async_commit();
+      const uint8_t* st = ring + slot * kSlot;
+      slot = slot + 1 == kStages ? 0 : slot + 1;
+      if (h == 0) {
+        const int xstep = step_at(i + 1) * kXTile;
+#pragma unroll
+        for (int nb = 0; nb < kNB; ++nb) xptr[nb] += xstep;  // now the next tile's x
+        // Scale bytes of the lane's two rows (g and g + 8) of each row tile for the tile's 4
+        // groups, and one decision for the whole tile: fold only if every scale allows it.
+        bool fold = kBF16;
+#pragma unroll
+        for (int r = 0; r < kRT; ++r) {
+          const uint8_t* sr = st + r * (kSub == 1 ? kTileStageBytes : kTileScaleBytes);
+          s_lo[r] = *reinterpret_cast<const uint32_t*>(sr + lane_scale_lo);
+          s_hi[r] = *reinterpret_cast<const uint32_t*>(sr + lane_scale_hi);
+          fold = fold && scales_foldable(s_lo[r]) && scales_foldable(s_hi[r]);
+        }
+        folded = __all_sync(0xffffffffu, fold);
+      }
+      const uint8_t* const sc = st + lane_codes;
+      if constexpr (kSub == 1) {
+        if (folded) {
+          mma_tile<kBF16, true, kNB, kRT>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
+        } else {
+          mma_tile<kBF16, false, kNB, kRT>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
+        }
+      } else if (h == 0) {  // row tile 0: permute this tile's x and keep it for row tile 1
+        if (folded) {
+          mma_tile<kBF16, true, kNB, kRT, 0, 1, kXKeep>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
+        } else {
+          mma_tile<kBF16, false, kNB, kRT, 0, 1, kXKeep>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
+        }
+      } else {  // row tile 1: then load the next tile's x
+        if (folded) {
+          mma_tile<kBF16, true, kNB, kRT, 1, 1, kXNext>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
+        } else {
+          mma_tile<kBF16, false, kNB, kRT, 1, 1, kXNext>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
+        }
+      }
     }
     if (kV > 1 && i + 1 == cnt0) {  // chain 0 ends: its partial goes out, chain 1 starts from zero
       store_acc(warp);
@@ -536,7 +606,7 @@ constexpr int kMinBlocks = kRT == 2 && kW == 8 ? 3 : (kNB * kRT == 1 ? 32 : kNB 
 
 // Grid: one CTA per (kRT row tiles, block of x rows, K split); the kS CTAs of one split form a
 // cluster (consecutive block indices).
-template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS>
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT>
 __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
     fp6_linear_kernel(const Fp6LinearParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -551,7 +621,7 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
 #if !defined(MXF_HAS_CLUSTER)
     if constexpr (kS > 1) __trap();  // never launched: the host asks for clusters on sm_90+ only
 #endif
-    linear_mma<kAct, kNB, kRT, kW, kV, kS>(p, smem, row0, m0, split);
+    linear_mma<kAct, kNB, kRT, kW, kV, kS, kItemRT>(p, smem, row0, m0, split);
     return;
   }
 #endif
@@ -563,12 +633,12 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
   }
 }
 
-template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS>
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT>
 error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
   constexpr int kRowsX = 8 * kNB;
   const int64_t ctas = p.n / (kFp6TileRows * kRT) * ((p.m + kRowsX - 1) / kRowsX) * kS;
   int smem = linear_smem_bytes<kNB, kRT, kW, kV, kS>();
-  const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS>;
+  const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS, kItemRT>;
   error_t e = set_max_dynamic_smem(kernel, smem);
   if (e != kSuccess) return e;
 #if defined(MXF_CUDA)
@@ -629,7 +699,7 @@ error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
     return cudaLaunchKernelEx(&cfg, kernel, p);
   }
 #else
-  if constexpr (kS > 1) return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1>(p, stream);
+  if constexpr (kS > 1) return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1, kItemRT>(p, stream);
 #endif
   kernel<<<static_cast<unsigned>(ctas), kW * 32, smem, stream>>>(p);
   return last_error();
@@ -689,18 +759,31 @@ LinearShape linear_shape(const Fp6LinearParams& p) {
   return s;
 }
 
-template <Dtype kAct, int kNB, int kRT, int kW, int kV = 1>
-error_t launch_linear_split(const Fp6LinearParams& p, int split, stream_t stream) {
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kItemRT>
+error_t launch_linear_items(const Fp6LinearParams& p, int split, stream_t stream) {
   switch (split) {
     case 8:
-      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 8>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 8, kItemRT>(p, stream);
     case 4:
-      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 4>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 4, kItemRT>(p, stream);
     case 2:
-      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 2>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 2, kItemRT>(p, stream);
     default:
-      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1, kItemRT>(p, stream);
   }
+}
+
+template <Dtype kAct, int kNB, int kRT, int kW, int kV = 1>
+error_t launch_linear_split(const Fp6LinearParams& p, int split, stream_t stream) {
+  // Two-row-tile kernels of one chain per warp stream a row tile at a time, except when the
+  // weight stream starts before the dependency wait (pdl == 2): there whole tiles, twice the bytes
+  // in flight before the wait, were faster (H200, docs/PERF_NOTES.md, eleventh session).
+  if constexpr (kRT == 2 && kV == 1) {
+    if (p.item_rt == 1 || (p.item_rt != 2 && p.pdl != 2)) {
+      return launch_linear_items<kAct, kNB, kRT, kW, kV, 1>(p, split, stream);
+    }
+  }
+  return launch_linear_items<kAct, kNB, kRT, kW, kV, kRT>(p, split, stream);
 }
 
 template <Dtype kAct, int kNB>

@@ -247,6 +247,7 @@ at::Tensor mxfp6_linear(const at::Tensor& x, const at::Tensor& packed, const at:
     p.warps_override = env_int("MXFUSE_FP6_WARPS");
     p.split_override = env_int("MXFUSE_FP6_SPLIT");
     p.rt_override = env_int("MXFUSE_FP6_RT");
+    p.item_rt = env_int("MXFUSE_FP6_ITEM_RT");
     p.pdl = static_cast<int>(pdl_mode());
     p.smem_per_sm = static_cast<int>(prop->sharedMemPerMultiprocessor);
     p.smem_reserved = static_cast<int>(prop->reservedSharedMemPerBlock);
