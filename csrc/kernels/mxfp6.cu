@@ -777,12 +777,15 @@ template <Dtype kAct, int kNB, int kRT, int kW, int kV = 1>
 error_t launch_linear_split(const Fp6LinearParams& p, int split, stream_t stream) {
   // Two-row-tile kernels of one chain per warp stream a row tile at a time, except when the
   // weight stream starts before the dependency wait (pdl == 2): there whole tiles, twice the bytes
-  // in flight before the wait, were faster (H200, docs/PERF_NOTES.md, eleventh session).
+  // in flight before the wait, were faster (H200, docs/PERF_NOTES.md, eleventh session). Only the
+  // mma path streams (NVIDIA); elsewhere the portable body runs, the same for both.
+#if defined(MXF_CUDA)
   if constexpr (kRT == 2 && kV == 1) {
     if (p.item_rt == 1 || (p.item_rt != 2 && p.pdl != 2)) {
       return launch_linear_items<kAct, kNB, kRT, kW, kV, 1>(p, split, stream);
     }
   }
+#endif
   return launch_linear_items<kAct, kNB, kRT, kW, kV, kRT>(p, split, stream);
 }
 
