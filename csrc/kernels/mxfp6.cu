@@ -516,25 +516,24 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
         }
         folded = __all_sync(0xffffffffu, fold);
       }
-      const uint8_t* const sc = st + lane_codes;
+      // Row tiles [kR0, kR0 + kRN) of the tile from this slot, with the tile's fold decision.
+      const auto decode = [&](auto r0, auto rn, auto x) {
+        constexpr int kR0 = decltype(r0)::value, kRN = decltype(rn)::value;
+        constexpr XMode kX = decltype(x)::value;
+        const uint8_t* const sc = st + lane_codes;
+        if (folded) {
+          mma_tile<kBF16, true, kNB, kRT, kR0, kRN, kX>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
+        } else {
+          mma_tile<kBF16, false, kNB, kRT, kR0, kRN, kX>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
+        }
+      };
+      using std::integral_constant;
       if constexpr (kSub == 1) {
-        if (folded) {
-          mma_tile<kBF16, true, kNB, kRT>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
-        } else {
-          mma_tile<kBF16, false, kNB, kRT>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
-        }
+        decode(integral_constant<int, 0>(), integral_constant<int, kRT>(), integral_constant<XMode, kXWhole>());
       } else if (h == 0) {  // row tile 0: permute this tile's x and keep it for row tile 1
-        if (folded) {
-          mma_tile<kBF16, true, kNB, kRT, 0, 1, kXKeep>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
-        } else {
-          mma_tile<kBF16, false, kNB, kRT, 0, 1, kXKeep>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
-        }
+        decode(integral_constant<int, 0>(), integral_constant<int, 1>(), integral_constant<XMode, kXKeep>());
       } else {  // row tile 1: then load the next tile's x
-        if (folded) {
-          mma_tile<kBF16, true, kNB, kRT, 1, 1, kXNext>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
-        } else {
-          mma_tile<kBF16, false, kNB, kRT, 1, 1, kXNext>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
-        }
+        decode(integral_constant<int, 1>(), integral_constant<int, 1>(), integral_constant<XMode, kXNext>());
       }
     }
     if (kV > 1 && i + 1 == cnt0) {  // chain 0 ends: its partial goes out, chain 1 starts from zero
