@@ -50,7 +50,7 @@ def test_row_tile_items_give_the_bits_of_whole_tiles(pdl, n, k, monkeypatch, res
     # Two-row-tile kernels of one chain per warp stream a row tile at a time in the default
     # modes and whole tiles with prefetch_weights; every row tile runs the same mma sequence
     # either way, so the bits must not change (M <= 8 and M <= 16 kernels, both scale paths, and
-    # a warp's two row tiles taking different ones: each row tile decides for itself). A row
+    # a tile whose two row tiles would fold differently: one decision covers the whole tile). A row
     # also gives the same bits at every M (9216 x 2048: the M <= 16 kernel runs two chains per
     # warp, whole tiles, the M <= 8 one row tiles by default).
     mxfuse.set_pdl(pdl)

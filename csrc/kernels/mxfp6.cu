@@ -49,7 +49,9 @@ constexpr int kStagesFor = kRT == 1 ? 4 : kW == 4 && kV == 1 ? (kS > 1 ? 2 : 3) 
 
 // Rings, and the partials of the kW * kV virtual warps: the last chain's in the rings' memory, the
 // first chain's after them when there are two; then, in a cluster of kS CTAs, the CTA partials
-// the other kS - 1 push to the leader (from linear_pushed_offset on).
+// the other kS - 1 push to the leader (from linear_pushed_offset on). The rings are sized for
+// whole-tile items; row-tile items (two 1664-byte slots per warp) use about half of that, and
+// sizing shared memory to them measured the same (twelfth session, experiments/h200_fp6_s12.md).
 template <int kNB, int kRT, int kW, int kV, int kS>
 MXF_HD constexpr int linear_pushed_offset() {
   constexpr int ring = kW * kStagesFor<kRT, kW, kV, kS> * kRT * kTileStageBytes;
