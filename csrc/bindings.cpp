@@ -36,4 +36,7 @@ TORCH_LIBRARY(mxfuse, m) {
   m.def("mxfp6_round_(Tensor(a!) w, str scale_rule='floor') -> ()");
   // x [..., K] @ W6^T (+ bias) with W6 streamed from its MXFP6 packed copy (W6A16).
   m.def("mxfp6_linear(Tensor x, Tensor packed, Tensor scales, Tensor? bias=None) -> Tensor");
+  // a [M, K] e4m3 (E8M0 a_scale [M, K/32]) @ b [N, K]^T e4m3 (b_scale [N, K/32] for layout "1x32",
+  // [N/32, K/32] for "32x32"), fp32 accumulation, bias in fp32, one rounding to out_dtype.
+  m.def("mxfp8_scaled_mm(Tensor a, Tensor a_scale, Tensor b, Tensor b_scale, ScalarType out_dtype, Tensor? bias=None, *, str b_scale_layout) -> Tensor");
 }

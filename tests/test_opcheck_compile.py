@@ -135,7 +135,8 @@ def test_opcheck_mxfp6(name, device):
 
 def test_every_op_has_an_opcheck_sample():
     """Keep this file in step with the library: a new op needs a sample above."""
-    checked = {s[0].name() for s in norm_samples("cpu")} | {"mxfuse::mxfp8_dequantize"}
+    # mxfp8_scaled_mm: test_mxfp8_mm.py::test_opcheck
+    checked = {s[0].name() for s in norm_samples("cpu")} | {"mxfuse::mxfp8_dequantize", "mxfuse::mxfp8_scaled_mm"}
     if HAS_MXFP6:
         checked |= {
             "mxfuse::mxfp6_pack",
@@ -152,6 +153,7 @@ def test_every_op_has_an_opcheck_sample():
             "gemma_fused_add_rmsnorm_mxfp8",
             "mxfp8_quantize",
             "mxfp8_dequantize",
+            "mxfp8_scaled_mm",
         )
     }
     assert public <= checked

@@ -75,6 +75,26 @@ MXF_HD float pow2f(int k) {
   return k >= -126 ? u2f(static_cast<uint32_t>(k + 127) << 23) : u2f(0x00400000u);
 }
 
+// v * 2^e with one rounding to nearest even (exact unless the result leaves the normal range),
+// for any fp32 v and any e in [-400, 400]; zero, Inf and NaN come back unchanged. The library's
+// ldexpf differs between host, CUDA and HIP in what it promises for subnormal results, this does
+// not.
+MXF_HD float ldexp_rn(float v, int e) {
+  uint32_t u = f2u(v);
+  if ((u & kF32AbsMask) == 0 || (u & kF32AbsMask) >= kF32Inf) return v;
+  if ((u & kF32AbsMask) < kF32MinNormal) {  // subnormal: make it normal first (exact)
+    u = f2u(mul_rn(v, pow2f(24)));
+    e -= 24;
+  }
+  const uint32_t sign = u & 0x80000000u, mant = u & 0x7fffffu;
+  const int ex = static_cast<int>((u & kF32AbsMask) >> 23) - 127 + e;  // exponent of the result
+  if (ex > 127) return u2f(sign | kF32Inf);
+  if (ex >= -126) return u2f(sign | (static_cast<uint32_t>(ex + 127) << 23) | mant);
+  if (ex < -151) return u2f(sign);  // below half the smallest subnormal (2^-150)
+  // The same significand at exponent ex + 126 in [-25, -1] (exact), then one rounding by 2^-126.
+  return mul_rn(u2f(sign | (static_cast<uint32_t>(ex + 126 + 127) << 23) | mant), pow2f(-126));
+}
+
 // Round-to-nearest-even of an integer significand shifted right by `shift` (1..31), as used for
 // every narrowing conversion below. Shifts of 32 or more give 0 for significands below 2^24.
 MXF_HD uint32_t rne_shift(uint32_t mant, int shift) {

@@ -133,6 +133,39 @@ MXF_HD float e2m3_dequantize(uint8_t code, uint8_t sb) {
   return mul_rn(e2m3_decode(code), pow2f(static_cast<int>(sb) - 127));
 }
 
+// ---- MXFP8 x MXFP8 GEMM (SPEC §5) ----
+// out[m, n] = round(sum over K blocks j, in order, of term_j (+ bias)) in fp32, where term_j is
+// dot_j * 2^(sa_j - 127) * 2^(sb_j - 127) rounded once, and dot_j the fp32 sum of the block's 32
+// products a_i * b_i, left to right. Every product of two E4M3 values is exact in fp32 (4 x 4
+// significant bits, magnitudes 2^-18 .. 448^2), so dot_j is a multiple of 2^-18 below 2^23 in
+// magnitude; a NaN code or scale makes the term NaN. CPU and GPU both run these functions.
+
+MXF_HD float e4m3_block_dot(const uint8_t* a, const uint8_t* b) {
+  float s = 0.0f;
+  for (int i = 0; i < kMxBlock; ++i) s = add_rn(s, mul_rn(e4m3_decode(a[i]), e4m3_decode(b[i])));
+  return s;
+}
+
+MXF_HD float mxfp8_block_term(float dot, uint8_t sa, uint8_t sb) {
+  if (sa == kE8M0NaN || sb == kE8M0NaN) return u2f(kF32QNaN);
+  return ldexp_rn(dot, static_cast<int>(sa) + static_cast<int>(sb) - 254);
+}
+
+// One output before the bias: rows a and b of K = 32 * blocks codes and their scale bytes.
+MXF_HD float mxfp8_row_dot(const uint8_t* a, const uint8_t* a_scale, const uint8_t* b,
+                           const uint8_t* b_scale, int64_t blocks) {
+  float acc = 0.0f;
+  for (int64_t j = 0; j < blocks; ++j) {
+    acc = add_rn(acc, mxfp8_block_term(e4m3_block_dot(a + j * kMxBlock, b + j * kMxBlock),
+                                       a_scale[j], b_scale[j]));
+  }
+  return acc;
+}
+
+// NaN as one bit pattern (0x7FC00000), so that fp32 outputs match across CPU and GPU, which
+// propagate NaN payloads differently.
+MXF_HD float canonical_nan(float v) { return (f2u(v) & kF32AbsMask) > kF32Inf ? u2f(kF32QNaN) : v; }
+
 MXF_HD uint32_t abs_bits(float v) { return f2u(v) & kF32AbsMask; }
 MXF_HD uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
 

@@ -90,4 +90,18 @@ struct Fp6LinearParams {
   int smem_per_sm = 0, smem_reserved = 0, smem_optin = 0;  // bytes of shared memory, of the device
 };
 
+// out = a @ b^T with E8M0 block scales (SPEC §5): the block math is csrc/core/mx.h's.
+struct Fp8MmParams {
+  const uint8_t* a = nullptr;        // [m, k] e4m3, contiguous
+  const uint8_t* a_scale = nullptr;  // [m, k/32] e8m0, contiguous
+  const uint8_t* b = nullptr;        // [n, k] e4m3, contiguous
+  const uint8_t* b_scale = nullptr;  // [n / b_scale_rows, k/32] e8m0, contiguous
+  const void* bias = nullptr;        // [n] out dtype or fp32, or null
+  void* out = nullptr;               // [m, n] out_dtype, contiguous
+  int64_t m = 0, n = 0, k = 0;
+  int b_scale_rows = 1;              // weight rows per b_scale row: 1 (1x32 blocks) or 32 (32x32)
+  Dtype out_dtype = Dtype::kBF16;
+  Dtype bias_dtype = Dtype::kFP32;
+};
+
 }  // namespace mxf

@@ -18,3 +18,9 @@ void mxfp6_unpack(const Fp6UnpackParams& p);
 void mxfp6_linear(const Fp6LinearParams& p);
 
 }  // namespace mxf::cpu
+
+namespace mxf::cpu {
+
+void mxfp8_scaled_mm(const Fp8MmParams& p);
+
+}  // namespace mxf::cpu

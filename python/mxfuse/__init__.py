@@ -14,10 +14,11 @@ from .ops import (
     mxfp6_round_,
     mxfp6_unpack,
     mxfp8_quantize,
+    mxfp8_scaled_mm,
     pdl_mode,
     set_pdl,
 )
-from .quant import MXFP8_KEY, QuantizedActivation, QuantKey, quantize_mxfp8
+from .quant import MXFP8_KEY, QuantizedActivation, QuantKey, mxfp8_linear, quantize_mxfp8
 
 __all__ = [
     "MXFP8_KEY",
@@ -32,7 +33,9 @@ __all__ = [
     "mxfp6_round_",
     "mxfp6_unpack",
     "mxfp8_dequantize",
+    "mxfp8_linear",
     "mxfp8_quantize",
+    "mxfp8_scaled_mm",
     "pdl_mode",
     "quantize_mxfp8",
     "set_pdl",

@@ -31,6 +31,11 @@ def mxfp6_packed_shapes(n: int, k: int) -> tuple[tuple[int, int, int], tuple[int
     return (n // 16, k // 128, 1536), (n, k // 32)
 
 
+#: b_scale layouts of mxfp8_scaled_mm: one E8M0 scale per weight row and 32 columns ([N, K/32]), or
+#: per 32 x 32 block ([N/32, K/32]).
+B_SCALE_LAYOUTS = ("1x32", "32x32")
+
+
 def _same_device(t: Tensor | None, name: str, ref: Tensor, ref_name: str) -> None:
     if t is not None:
         torch._check(t.device == ref.device,
@@ -109,6 +114,16 @@ def _mxfp6_linear_fake(x, packed, scales, bias=None):
     _same_device(scales, "scales", x, "x")
     _same_device(bias, "bias", x, "x")
     return x.new_empty((*x.shape[:-1], packed.shape[0] * 16))
+
+
+@torch.library.register_fake("mxfuse::mxfp8_scaled_mm")
+def _mxfp8_scaled_mm_fake(a, a_scale, b, b_scale, out_dtype, bias=None, *, b_scale_layout):
+    for t, name in ((a_scale, "a_scale"), (b, "b"), (b_scale, "b_scale"), (bias, "bias")):
+        _same_device(t, name, a, "a")
+    torch._check(b_scale_layout in B_SCALE_LAYOUTS,
+                 lambda: f"argument 'b_scale_layout' must be one of {B_SCALE_LAYOUTS}, got {b_scale_layout!r}")
+    _check_mx_cols(a, "a")
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=out_dtype)
 
 
 # --- typed wrappers -----------------------------------------------------------------------------
@@ -196,3 +211,14 @@ def pdl_mode() -> str:
 def mxfp6_linear(x: Tensor, packed: Tensor, scales: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x [..., K] @ W6^T (+ bias)`` with fp32 accumulation, one rounding to x's dtype."""
     return _ops.mxfp6_linear(x, packed, scales, bias)
+
+
+def mxfp8_scaled_mm(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor,
+                    out_dtype: torch.dtype = torch.bfloat16, bias: Tensor | None = None, *,
+                    b_scale_layout: str) -> Tensor:
+    """MXFP8 x MXFP8 GEMM (SPEC §5): ``a [M, K] @ b [N, K]^T``, both E4M3 with E8M0 scales;
+    ``a_scale`` is [M, K/32], ``b_scale`` [N, K/32] for ``b_scale_layout="1x32"`` or [N/32, K/32]
+    for ``"32x32"`` (the layout is always named, never read from the shape). Block terms are
+    added in K order in fp32, the bias in fp32, one rounding to ``out_dtype`` (docs/DECISIONS.md).
+    The kernel is the portable, exact baseline, not yet a tensor-core GEMM."""
+    return _ops.mxfp8_scaled_mm(a, a_scale, b, b_scale, out_dtype, bias, b_scale_layout=b_scale_layout)

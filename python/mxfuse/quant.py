@@ -111,3 +111,18 @@ def quantize_mxfp8(x: Tensor, key: QuantKey = MXFP8_KEY) -> QuantizedActivation:
     """Quantize ``x`` [..., K] (bf16/fp16/fp32) into a QuantizedActivation under ``key``."""
     data, scale = ops.mxfp8_quantize(x, key.scale_rule)
     return QuantizedActivation(data, scale, key, x.dtype, tuple(x.shape))
+
+
+def mxfp8_linear(qa: QuantizedActivation, b: Tensor, b_scale: Tensor, *, b_scale_layout: str,
+                 bias: Tensor | None = None, out_dtype: torch.dtype | None = None,
+                 input_quant_key: QuantKey = MXFP8_KEY) -> Tensor:
+    """A consumer of a QuantizedActivation: ``qa [..., K] @ b [N, K]^T`` through
+    ``mxfp8_scaled_mm``; returns [..., N] in ``out_dtype`` (default: the activation's original
+    dtype). ``qa`` is checked against ``input_quant_key`` (ValueError on any mismatch) before its
+    tensors are read."""
+    qa.check(input_quant_key, in_features=b.shape[-1])
+    k = qa.data.shape[-1]
+    out = ops.mxfp8_scaled_mm(qa.data.reshape(-1, k), qa.scale.reshape(-1, k // 32), b, b_scale,
+                              qa.orig_dtype if out_dtype is None else out_dtype, bias,
+                              b_scale_layout=b_scale_layout)
+    return out.reshape(*qa.data.shape[:-1], b.shape[0])

@@ -400,24 +400,63 @@ def mxfp6_linear(x: Tensor, packed: Tensor, scales: Tensor, bias: Tensor | None 
     return out
 
 
+def _b_scale_rows(b: Tensor, b_scale: Tensor, b_scale_layout: str | None) -> Tensor:
+    """b_scale expanded to one row per weight row ([N, K/32])."""
+    n, k = b.shape
+    if b_scale_layout is None:  # the reference may tell the layouts apart by shape (for N > 0)
+        b_scale_layout = "1x32" if b_scale.shape == (n, k // MX_BLOCK) else "32x32"
+    if b_scale_layout == "1x32" and b_scale.shape == (n, k // MX_BLOCK):
+        return b_scale
+    if b_scale_layout == "32x32" and b_scale.shape == (n // MX_BLOCK, k // MX_BLOCK) and n % MX_BLOCK == 0:
+        return b_scale.repeat_interleave(MX_BLOCK, dim=0)
+    raise ValueError(f"b_scale must be [N, K/32] (1x32) or [N/32, K/32] (32x32), got "
+                     f"{tuple(b_scale.shape)} for layout {b_scale_layout!r}")
+
+
 def mxfp8_scaled_mm(
-    a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor, bias: Tensor | None = None
+    a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor, bias: Tensor | None = None,
+    b_scale_layout: str | None = None,
 ) -> Tensor:
     """Reference of the SPEC §5 MXFP8 GEMM in float64 (no final rounding).
 
     b_scale is [N, K/32] (1x32 blocks) or [N/32, K/32] (32x32 blocks); for N > 0 the two shapes
     differ, so the reference may tell them apart by shape (the op takes the layout explicitly).
     """
-    n, k = b.shape
     a64 = mxfp8_dequantize(a, a_scale, torch.float32).to(torch.float64)
-    if b_scale.shape == (n, k // MX_BLOCK):
-        b_rows = b_scale
-    elif b_scale.shape == (n // MX_BLOCK, k // MX_BLOCK) and n % MX_BLOCK == 0:
-        b_rows = b_scale.repeat_interleave(MX_BLOCK, dim=0)
-    else:
-        raise ValueError(f"b_scale must be [N, K/32] or [N/32, K/32], got {tuple(b_scale.shape)}")
-    b64 = mxfp8_dequantize(b, b_rows, torch.float32).to(torch.float64)
+    b64 = mxfp8_dequantize(b, _b_scale_rows(b, b_scale, b_scale_layout), torch.float32).to(torch.float64)
     out = a64 @ b64.t()
     if bias is not None:
         out = out + bias.to(torch.float64)
     return out
+
+
+def mxfp8_scaled_mm_blockwise(
+    a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor, out_dtype: torch.dtype,
+    bias: Tensor | None = None, b_scale_layout: str | None = None,
+) -> Tensor:
+    """mxfuse's summation order of the MXFP8 GEMM (docs/DECISIONS.md), rounded to ``out_dtype``.
+
+    Per K block j: dot_j = fp32 sum of the 32 code products, left to right (each product exact);
+    term_j = dot_j * 2^(sa + sb - 254) rounded once (here: exact in float64, then one conversion to
+    fp32), NaN if either scale byte is 0xFF; the terms added in fp32 in K order, then the bias in
+    fp32, one rounding. Vectorized over (M, N); fp32 torch ops only, apart from the float64 scaling.
+    """
+    m, k = a.shape
+    n = b.shape[0]
+    blocks = k // MX_BLOCK
+    b_rows = _b_scale_rows(b, b_scale, b_scale_layout)
+    av = a.view(torch.float8_e4m3fn).to(torch.float32).reshape(m, 1, blocks, MX_BLOCK)
+    bv = b.view(torch.float8_e4m3fn).to(torch.float32).reshape(1, n, blocks, MX_BLOCK)
+    dot = torch.zeros(m, n, blocks, dtype=torch.float32)
+    for i in range(MX_BLOCK):
+        dot = dot + av[..., i] * bv[..., i]
+    sa = a_scale.to(torch.int64).reshape(m, 1, blocks)
+    sb = b_rows.to(torch.int64).reshape(1, n, blocks)
+    term = (dot.to(torch.float64) * torch.pow(2.0, (sa + sb - 254).to(torch.float64))).to(torch.float32)
+    term = torch.where((sa == E8M0_NAN) | (sb == E8M0_NAN), torch.tensor(float("nan")), term)
+    acc = torch.zeros(m, n, dtype=torch.float32)
+    for j in range(blocks):
+        acc = acc + term[..., j]
+    if bias is not None:
+        acc = acc + bias.to(torch.float32)
+    return acc.to(out_dtype)
