@@ -12,7 +12,7 @@ import time
 import torch
 
 from . import ops
-from .quant import MXFP8_KEY, QuantizedActivation
+from .quant import MXFP8_KEY, QuantizedActivation, mxfp8_linear
 
 
 def _timer(device: torch.device):
@@ -69,6 +69,13 @@ def demo(device_name: str | None, steps: int, layers: int, hidden: int, tokens: 
             x_fused = ops.mxfp6_linear(qa.dequantize(), *proj[layer])
             x_unfused = ops.mxfp6_linear(ops.mxfp8_dequantize(codes_u, scales_u, dt), *proj[layer])
 
+    # The last layer's activation consumed in MXFP8 as well: the QuantizedActivation consumer
+    # (mxfp8_linear) against the GEMM on the unfused path's codes, bit for bit.
+    w8, w8_scale = ops.mxfp8_quantize(torch.randn(hidden, hidden, dtype=dt, device=device) * hidden ** -0.5)
+    y8 = mxfp8_linear(qa, w8, w8_scale, b_scale_layout="1x32")
+    y8_u = ops.mxfp8_scaled_mm(codes_u, scales_u, w8, w8_scale, dt, b_scale_layout="1x32")
+    mm_equal = torch.equal(y8.view(torch.int16), y8_u.view(torch.int16))
+
     time_us = _timer(device)
     reps = 50 if device.type == "cuda" else 5
     x, r, w = x0, r_fused.clone(), norm_w[0]
@@ -88,7 +95,9 @@ def demo(device_name: str | None, steps: int, layers: int, hidden: int, tokens: 
     print(f"\nfused == unfused (codes, scales, residual) over {steps * layers} layer calls: "
           f"{'EQUAL, bit for bit' if all_equal else 'MISMATCH'}")
     print(f"final residual stream equal: {torch.equal(x_fused.view(torch.int16), x_unfused.view(torch.int16))}")
-    return 0 if all_equal else 1
+    print(f"mxfp8_linear(QuantizedActivation) == mxfp8_scaled_mm(unfused codes): "
+          f"{'EQUAL, bit for bit' if mm_equal else 'MISMATCH'}")
+    return 0 if all_equal and mm_equal else 1
 
 
 def bench() -> int:
