@@ -364,3 +364,68 @@ def test_opcheck(layout, device):
     for t, t0, name in zip((a, asc, b, bsc, bias), before, ("a", "a_scale", "b", "b_scale", "bias")):
         assert_bitwise_equal(t, t0, f"{name} after the op")
         assert out.untyped_storage().data_ptr() != t.untyped_storage().data_ptr()
+
+
+# --- GPU launch behaviour ------------------------------------------------------------------------
+
+
+@requires_cuda
+def test_cuda_graph_capture_and_replay():
+    """Fused norm -> QuantizedActivation -> mxfp8_linear captured once, replayed on new inputs."""
+    m, n, k = 8, 96, 512
+    x0, r0, w0 = make_norm_inputs(m, k, torch.bfloat16, torch.bfloat16, seed=1)
+    x_s, r_s, w_s = x0.cuda(), r0.cuda(), w0.cuda()
+    b, bsc = (t.cuda() for t in weight_mxfp8(n, k, 2))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture
+        for _ in range(2):
+            consumer_chain_1x32(x_s, r_s.clone(), w_s, b, bsc)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = consumer_chain_1x32(x_s, r_s, w_s, b, bsc)
+    for seed in (3, 4):
+        x_new, r_new, _ = make_norm_inputs(m, k, torch.bfloat16, torch.bfloat16, seed=seed)
+        x_s.copy_(x_new)
+        r_s.copy_(r_new)
+        graph.replay()
+        torch.cuda.synchronize()
+        want = consumer_chain_1x32(x_new.cuda(), r_new.cuda(), w_s, b, bsc)
+        assert_bitwise_equal(out, want, f"graph replay {seed}")
+
+
+def consumer_chain_1x32(x, residual, weight, b, b_scale):
+    codes_, scales_ = OPS.gemma_fused_add_rmsnorm_mxfp8(x, residual, weight, 1e-6, 1.0, "ceil")
+    qa = QuantizedActivation(codes_, scales_, MXFP8_KEY, x.dtype, tuple(x.shape))
+    return mxfuse.mxfp8_linear(qa, b, b_scale, b_scale_layout="1x32")
+
+
+@requires_cuda
+def test_runs_on_the_current_stream():
+    """Inputs written on a side stream behind a long sleep are the ones the op reads there."""
+    a, asc = codes((64, 1024), 1).cuda(), scale_bytes((64, 32), 110, 140, 2).cuda()
+    b, bsc = codes((256, 1024), 3).cuda(), scale_bytes((256, 32), 110, 140, 4).cuda()
+    want = OPS.mxfp8_scaled_mm(a, asc, b, bsc, torch.float32, None, b_scale_layout="1x32")
+    a_buf = torch.zeros_like(a.view(torch.uint8))
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)
+        a_buf.copy_(a.view(torch.uint8))
+        got = OPS.mxfp8_scaled_mm(a_buf.view(E4M3), asc, b, bsc, torch.float32, None,
+                                  b_scale_layout="1x32")
+    side.synchronize()
+    assert_bitwise_equal(got, want, "on a second stream")
+
+
+@requires_cuda
+def test_more_rows_than_one_grid_column():
+    """M above 65535 * 8 rows: the kernel's grid-stride loop over rows writes every output."""
+    m, n, k = 600_000, 40, 32
+    a, asc = codes((m, k), 5), scale_bytes((m, 1), 120, 134, 6)
+    b, bsc = codes((n, k), 7), scale_bytes((n, 1), 120, 134, 8)
+    (got,) = run_poisoned(lambda: mm(a, asc, b, bsc, torch.bfloat16, device="cuda"))
+    rows = torch.tensor([0, 1, 524_279, 524_280, 524_281, m - 1])
+    want = mm(a[rows], asc[rows], b, bsc, torch.bfloat16)
+    assert_bitwise_equal(got[rows], want, "rows past the first grid column")

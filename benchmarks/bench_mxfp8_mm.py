@@ -1,0 +1,91 @@
+"""MXFP8 x MXFP8 GEMM on the GPU: mxfp8_scaled_mm (the portable exact kernel) against bf16 F.linear
+(cuBLAS) on the dequantized operands, and mxfp8_dequantize followed by F.linear. Weights cycle
+through 16 sets so they come from HBM. A baseline for the tensor-core kernel to come, not a speed
+claim.
+
+    python benchmarks/bench_mxfp8_mm.py [--out benchmarks/results/h200_mxfp8_mm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+import mxfuse  # noqa: E402
+from mxfuse import reference as ref  # noqa: E402
+
+SHAPES = [(2560, 6144), (12288, 6144)]
+MS = [1, 16]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="benchmarks/results/h200_mxfp8_mm")
+    ap.add_argument("--ms", type=int, nargs="*", default=MS)
+    ap.add_argument("--shapes", nargs="*", default=[f"{n}x{k}" for n, k in SHAPES])
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    copy_gbs = harness.copy_bandwidth_gbs()
+    print(f"copy bandwidth: {copy_gbs:.0f} GB/s (read + write)", flush=True)
+    rows, table = [], []
+    for n, k in harness.parse_shapes(args.shapes):
+        bs, bdq = [], []
+        for _ in range(harness.INPUT_SETS):
+            b, bsc = mxfuse.mxfp8_quantize(torch.randn(n, k, device="cuda") * 0.02)
+            bs.append((b, bsc))
+            bdq.append(mxfuse.mxfp8_dequantize(b, bsc, torch.bfloat16))
+        for m in args.ms:
+            qs = [mxfuse.mxfp8_quantize(torch.randn(m, k, device="cuda")) for _ in range(harness.INPUT_SETS)]
+            adq = [mxfuse.mxfp8_dequantize(a, s, torch.bfloat16) for a, s in qs]
+            # Verify before timing: bit for bit against the CPU op on the first set.
+            y = mxfuse.mxfp8_scaled_mm(*qs[0], *bs[0], torch.bfloat16, b_scale_layout="1x32")
+            y_cpu = mxfuse.mxfp8_scaled_mm(*(t.cpu() for t in (*qs[0], *bs[0])), torch.bfloat16,
+                                           b_scale_layout="1x32")
+            if not torch.equal(y.cpu().view(torch.int16), y_cpu.view(torch.int16)):
+                raise SystemExit(f"verification failed at {n}x{k} m={m}: GPU != CPU")
+            want = ref.mxfp8_scaled_mm(*(t.cpu() for t in (*qs[0], *bs[0])))
+            err = ((y.cpu().double() - want).norm() / want.norm()).item()
+
+            def fp8(i):
+                mxfuse.mxfp8_scaled_mm(*qs[i], *bs[i], torch.bfloat16, b_scale_layout="1x32")
+
+            def dense(i):
+                F.linear(adq[i], bdq[i])
+
+            def deq_dense(i):
+                F.linear(mxfuse.mxfp8_dequantize(*qs[i], torch.bfloat16),
+                         mxfuse.mxfp8_dequantize(*bs[i], torch.bfloat16))
+
+            p = {"n": n, "k": k, "m": m}
+            fp8_bytes = n * k + n * k // 32 + m * k + m * k // 32 + m * n * 2
+            dense_bytes = n * k * 2 + m * k * 2 + m * n * 2
+            t8, td, tq = (harness.graph_time_us(f) for f in (fp8, dense, deq_dense))
+            rows += [harness.make_row("mxfp8_scaled_mm", p, t8, fp8_bytes, copy_gbs, max_rel_err=err),
+                     harness.make_row("bf16_F.linear", p, td, dense_bytes, copy_gbs),
+                     harness.make_row("dequantize_then_F.linear", p, tq, dense_bytes, copy_gbs)]
+            table.append([f"{n}x{k}", m, td, tq, t8, td / t8, rows[-3].pct_copy])
+            print(f"{n}x{k} m={m:3d}: bf16 {td:8.2f} us  dequant+bf16 {tq:8.2f}  mxfp8_scaled_mm {t8:9.2f} "
+                  f"({td / t8:5.3f}x bf16, {rows[-3].pct_copy:4.1f}% copy)", flush=True)
+        del bs, bdq
+        torch.cuda.empty_cache()
+    header = ["N x K", "M", "bf16 F.linear us", "dequantize+F.linear us", "mxfp8_scaled_mm us",
+              "x bf16", "% copy"]
+    md = (f"# MXFP8 x MXFP8 GEMM (portable exact kernel), {harness.environment()['device']}\n\n"
+          f"Command: `python benchmarks/bench_mxfp8_mm.py`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
+          f"calls cycling {harness.INPUT_SETS} weight and input sets, best of {harness.REPLAYS}; copy "
+          f"bandwidth {copy_gbs:.0f} GB/s in the same run. Bytes (mxfp8): codes + scales of a and b + out "
+          f"(bf16). The kernel is the correctness baseline (one output per thread, the CPU op's order); "
+          f"x bf16 < 1 means slower than cuBLAS bf16.\n\n" + harness.md_table(header, table))
+    harness.write_results(args.out, {"env": harness.environment(), "copy_gbs": copy_gbs, "rows": rows}, md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
