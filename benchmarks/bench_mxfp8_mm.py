@@ -81,8 +81,8 @@ def main() -> None:
           f"Command: `python benchmarks/bench_mxfp8_mm.py`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
           f"calls cycling {harness.INPUT_SETS} weight and input sets, best of {harness.REPLAYS}; copy "
           f"bandwidth {copy_gbs:.0f} GB/s in the same run. Bytes (mxfp8): codes + scales of a and b + out "
-          f"(bf16). The kernel is the correctness baseline (one output per thread, the CPU op's order); "
-          f"x bf16 < 1 means slower than cuBLAS bf16.\n\n" + harness.md_table(header, table))
+          f"(bf16). The kernel runs the CPU op's summation order on the CUDA cores (exact, bit-identical "
+          f"to the CPU op); x bf16 < 1 means slower than cuBLAS bf16.\n\n" + harness.md_table(header, table))
     harness.write_results(args.out, {"env": harness.environment(), "copy_gbs": copy_gbs, "rows": rows}, md)
     print(md)
 

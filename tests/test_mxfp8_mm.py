@@ -204,6 +204,26 @@ def test_poisoned_outputs_fully_written(device):
         run_poisoned(lambda: mm(a, asc, b, bsc, out_dtype, None, "32x32", device))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_misaligned_and_strided_activation(device):
+    """A view of `a` at an odd address, or with a row stride, is read correctly (copied)."""
+    m, n, k = 5, 64, 256
+    a, asc = codes((m, k), 1), scale_bytes((m, k // 32), 110, 140, 2)
+    b, bsc = codes((n, k), 3), scale_bytes((n, k // 32), 110, 140, 4)
+    want = mm(a, asc, b, bsc, torch.float32, device=device)
+    buf = torch.zeros(m * k + 3, dtype=torch.uint8, device=device)
+    buf[3:].copy_(a.view(torch.uint8).reshape(-1))
+    a_odd = buf[3:].view(m, k).view(E4M3)
+    got = OPS.mxfp8_scaled_mm(a_odd, asc.to(device), b.to(device), bsc.to(device), torch.float32,
+                              None, b_scale_layout="1x32")
+    assert_bitwise_equal(got, want, "a at an odd address")
+    wide = torch.zeros(m, 2 * k, dtype=torch.uint8, device=device)
+    wide[:, :k] = a.view(torch.uint8).to(device)
+    got = OPS.mxfp8_scaled_mm(wide[:, :k].view(E4M3), asc.to(device), b.to(device), bsc.to(device),
+                              torch.float32, None, b_scale_layout="1x32")
+    assert_bitwise_equal(got, want, "row-strided a")
+
+
 @requires_cuda
 @pytest.mark.parametrize("layout", ["1x32", "32x32"])
 def test_gpu_equals_cpu_and_batch_invariant(layout):
@@ -267,6 +287,9 @@ def bad_cases():
                               b_scale=g["b_scale"].to(torch.int8)),
         "b_strided": case(r"argument 'b' must be contiguous",
                           b=codes((64, 256), 3)[:, ::2]),
+        "b_misaligned": case(r"argument 'b' must start on a 16-byte boundary, got a view at address "
+                             r"offset 1", b=torch.zeros(64 * 128 + 1, dtype=torch.uint8)[1:]
+                             .view(64, 128).view(E4M3)),
         "b_scale_strided": case(r"argument 'b_scale' must be contiguous",
                                 b_scale=scale_bytes((4, 64), 1, 2, 1).t()),
         "out_dtype": case(r"argument 'out_dtype' must be BFloat16, Half or Float, got Char",

@@ -140,6 +140,14 @@ MXF_HD float e2m3_dequantize(uint8_t code, uint8_t sb) {
 // significant bits, magnitudes 2^-18 .. 448^2), so dot_j is a multiple of 2^-18 below 2^23 in
 // magnitude; a NaN code or scale makes the term NaN. CPU and GPU both run these functions.
 
+// e4m3_decode in five integer/float operations: the 7 magnitude bits placed at fp32 bits 20..26
+// are the code's value times 2^-120 (subnormal codes land on fp32 subnormals, still exact), one
+// multiply by 2^120 restores it; codes 0x7F / 0xFF are NaN.
+MXF_HD float e4m3_decode_fast(uint32_t code) {
+  const float v = mul_rn(u2f(((code & 0x80u) << 24) | ((code & 0x7fu) << 20)), pow2f(120));
+  return (code & 0x7fu) == 0x7fu ? u2f(kF32QNaN) : v;
+}
+
 MXF_HD float e4m3_block_dot(const uint8_t* a, const uint8_t* b) {
   float s = 0.0f;
   for (int i = 0; i < kMxBlock; ++i) s = add_rn(s, mul_rn(e4m3_decode(a[i]), e4m3_decode(b[i])));

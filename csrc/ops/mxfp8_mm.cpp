@@ -69,6 +69,11 @@ at::Tensor mxfp8_scaled_mm(const at::Tensor& a, const at::Tensor& a_scale, const
               rows == 1 ? "[N, K/32] for b_scale_layout '1x32'" : "[N/32, K/32] for b_scale_layout '32x32'");
   check_contiguous(op, "b", b);
   check_contiguous(op, "b_scale", b_scale);
+  // The GPU kernel reads weight blocks as 16-byte pieces; a misaligned weight view is an error
+  // (never a silent copy of the weight).
+  MXF_CHECK(reinterpret_cast<uintptr_t>(b.data_ptr()) % 16 == 0, op,
+            ": argument 'b' must start on a 16-byte boundary, got a view at address offset ",
+            reinterpret_cast<uintptr_t>(b.data_ptr()) % 16);
   MXF_CHECK(out_dtype == at::kBFloat16 || out_dtype == at::kHalf || out_dtype == at::kFloat, op,
             ": argument 'out_dtype' must be BFloat16, Half or Float, got ", out_dtype);
   if (bias.has_value()) {
@@ -84,8 +89,11 @@ at::Tensor mxfp8_scaled_mm(const at::Tensor& a, const at::Tensor& a_scale, const
   at::Tensor out = at::empty({m, n}, a.options().dtype(out_dtype));
   if (m == 0 || n == 0) return out;
   maybe_poison(out);
-  // The activation side is small: a strided a or a_scale is copied, never the weight.
-  const at::Tensor a2 = a.contiguous(), as2 = a_scale.contiguous();
+  // The activation side is small: a strided or misaligned a (read as 4-byte words) or a strided
+  // a_scale is copied, never the weight.
+  at::Tensor a2 = a.contiguous();
+  if (reinterpret_cast<uintptr_t>(a2.data_ptr()) % 16 != 0) a2 = a2.clone();
+  const at::Tensor as2 = a_scale.contiguous();
   const at::Tensor bias2 = bias.has_value() ? bias->contiguous() : at::Tensor();
   Fp8MmParams p;
   p.a = static_cast<const uint8_t*>(a2.data_ptr());

@@ -44,6 +44,17 @@ TEST(Ldexp, TiesToEvenInTheSubnormals) {
   EXPECT_TRUE(std::isinf(mxf::ldexp_rn(1.0f, 128)));
 }
 
+TEST(Mxfp8Mm, FastDecodeEqualsDecode) {
+  for (uint32_t c = 0; c < 256; ++c) {
+    const float fast = mxf::e4m3_decode_fast(c), ref = mxf::e4m3_decode(static_cast<uint8_t>(c));
+    if (std::isnan(ref)) {
+      EXPECT_TRUE(std::isnan(fast)) << c;
+    } else {
+      EXPECT_EQ(bits(fast), bits(ref)) << c;
+    }
+  }
+}
+
 TEST(Mxfp8Mm, BlockTermAndRow) {
   uint8_t a[64] = {}, b[64] = {};
   a[3] = 0x7e;  // 448
