@@ -138,7 +138,9 @@ MXF_HD float e2m3_dequantize(uint8_t code, uint8_t sb) {
 // dot_j * 2^(sa_j - 127) * 2^(sb_j - 127) rounded once, and dot_j the fp32 sum of the block's 32
 // products a_i * b_i, left to right. Every product of two E4M3 values is exact in fp32 (4 x 4
 // significant bits, magnitudes 2^-18 .. 448^2), so dot_j is a multiple of 2^-18 below 2^23 in
-// magnitude; a NaN code or scale makes the term NaN. CPU and GPU both run these functions.
+// magnitude; a NaN code or scale makes the term NaN. The CPU op runs mxfp8_row_dot; the GPU
+// kernel runs the same order with e4m3_decode_fast and fmas (each product is exact, so an fma
+// rounds like the add), then mxfp8_block_term and canonical_nan.
 
 // e4m3_decode in five integer/float operations: the 7 magnitude bits placed at fp32 bits 20..26
 // are the code's value times 2^-120 (subnormal codes land on fp32 subnormals, still exact), one
