@@ -26,6 +26,7 @@ bench: build
 	$(PY) benchmarks/bench_norm_quant.py
 	$(PY) benchmarks/bench_mxfp6_linear.py
 	$(PY) benchmarks/bench_layer_front.py
+	$(PY) benchmarks/bench_mxfp8_mm.py
 
 clean:
 	rm -rf build python/mxfuse/*.so python/*.egg-info

@@ -106,7 +106,8 @@ def bench() -> int:
         return 2
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
     rc = 0
-    for script in ("bench_norm_quant.py", "bench_mxfp6_linear.py", "bench_layer_front.py"):
+    for script in ("bench_norm_quant.py", "bench_mxfp6_linear.py", "bench_layer_front.py",
+                   "bench_mxfp8_mm.py"):
         rc |= subprocess.call([sys.executable, os.path.join(root, "benchmarks", script)], cwd=root)
     return rc
 
