@@ -39,4 +39,12 @@ TORCH_LIBRARY(mxfuse, m) {
   // a [M, K] e4m3 (E8M0 a_scale [M, K/32]) @ b [N, K]^T e4m3 (b_scale [N, K/32] for layout "1x32",
   // [N/32, K/32] for "32x32"), fp32 accumulation, bias in fp32, one rounding to out_dtype.
   m.def("mxfp8_scaled_mm(Tensor a, Tensor a_scale, Tensor b, Tensor b_scale, ScalarType out_dtype, Tensor? bias=None, *, str b_scale_layout) -> Tensor");
+  // NeoX RoPE on the first rotary_dim dims of each head of x [M, H, D] at positions [M] (SPEC §6).
+  m.def("rotary_embedding_neox(Tensor x, Tensor positions, Tensor cos_sin_cache, int rotary_dim) -> Tensor");
+  // vLLM reshape_and_cache_flash: key/value [M, Hkv, D] into [blocks, block_size, Hkv, D] caches at
+  // slot_mapping (a slot < 0 writes nothing); an e4m3 cache stores e4m3_satfinite(v / scale).
+  m.def("reshape_and_cache_flash(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, Tensor k_scale, Tensor v_scale) -> ()");
+  // A decode step's full-attention front in one launch (SPEC §6): residual add + input norm, MXFP6
+  // qkv projection, q/k norms, RoPE, gate split, KV-cache write. Returns (q, gate).
+  m.def("attention_front(Tensor x, Tensor(a!) residual, Tensor input_norm_weight, Tensor packed, Tensor scales, Tensor q_norm_weight, Tensor k_norm_weight, Tensor cos_sin_cache, Tensor positions, Tensor slot_mapping, Tensor(b!) key_cache, Tensor(c!) value_cache, Tensor k_scale, Tensor v_scale, Tensor(d!) workspace, *, int num_q_heads, int num_kv_heads, int head_dim, int rotary_dim, bool output_gate, float eps=1e-06, float weight_offset=1.0) -> (Tensor, Tensor)");
 }

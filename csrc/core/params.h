@@ -105,3 +105,56 @@ struct Fp8MmParams {
 };
 
 }  // namespace mxf
+
+namespace mxf {
+
+// NeoX RoPE on the first rotary_dim dims of every head of x [m, heads, d] (SPEC §6).
+struct RopeParams {
+  const void* x = nullptr;              // [m, heads, d] act, head stride d, row stride x_stride
+  const int64_t* positions = nullptr;   // [m]
+  const void* cos_sin = nullptr;        // [max_pos, rotary_dim] (cos | sin), cs_dtype, contiguous
+  void* out = nullptr;                  // [m, heads, d] act, contiguous
+  int64_t m = 0, heads = 0, d = 0, rotary_dim = 0, x_stride = 0, max_pos = 0;
+  Dtype act = Dtype::kBF16;
+  Dtype cs_dtype = Dtype::kFP32;
+};
+
+// vLLM reshape_and_cache_flash: key/value rows [m, kv_heads, d] into caches
+// [num_blocks, block_size, kv_heads, d] at slot_mapping[m] (a slot < 0 writes nothing).
+struct KvCacheParams {
+  const void* key = nullptr;             // [m, kv_heads, d] act, row stride k_stride, head stride d
+  const void* value = nullptr;           // [m, kv_heads, d] act, row stride v_stride, head stride d
+  const int64_t* slot_mapping = nullptr; // [m]
+  void* key_cache = nullptr;             // [slots, kv_heads, d] cache dtype, contiguous
+  void* value_cache = nullptr;
+  const float* k_scale = nullptr;        // [1] fp32 (fp8 caches only)
+  const float* v_scale = nullptr;
+  int64_t m = 0, kv_heads = 0, d = 0, k_stride = 0, v_stride = 0, slots = 0;
+  Dtype act = Dtype::kBF16;
+  bool fp8 = false;                      // cache is e4m3; else it has the activation dtype
+};
+
+// The attention front of one decode step (SPEC §6): residual add + input norm, the MXFP6 qkv
+// projection, q/k norms, RoPE, gate split and the KV-cache write. `linear` carries the projection
+// (its x is the normed rows, its out the qkv rows [m, n]); on the GPU both are scratch buffers of
+// the call and the kernel fills them itself.
+struct FrontParams {
+  Fp6LinearParams linear;
+  const void* x = nullptr;             // [m, hidden] act, row stride x_stride
+  void* residual = nullptr;            // [m, hidden] act, row stride r_stride; in/out
+  const void* norm_weight = nullptr;   // [hidden] act or fp32
+  const void* q_norm_weight = nullptr; // [d] act or fp32
+  const void* k_norm_weight = nullptr; // [d] act or fp32
+  void* q = nullptr;                   // [m, q_heads, d] act, contiguous
+  void* gate = nullptr;                // [m, q_heads, d] act, contiguous (output_gate only)
+  RopeParams rope;                     // positions, cos_sin, rotary_dim, max_pos, cs_dtype
+  KvCacheParams cache;                 // slot_mapping, caches, scales, slots, fp8
+  int* counters = nullptr;             // GPU: zeroed workspace, left zeroed (see ops)
+  int64_t x_stride = 0, r_stride = 0;
+  int64_t q_heads = 0, kv_heads = 0, d = 0;
+  bool output_gate = true;
+  float eps = 1e-6f, weight_offset = 1.0f;
+  Dtype wdtype = Dtype::kBF16, q_wdtype = Dtype::kBF16, k_wdtype = Dtype::kBF16;
+};
+
+}  // namespace mxf

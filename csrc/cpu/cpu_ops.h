@@ -24,3 +24,11 @@ namespace mxf::cpu {
 void mxfp8_scaled_mm(const Fp8MmParams& p);
 
 }  // namespace mxf::cpu
+
+namespace mxf::cpu {
+
+void rope_neox(const RopeParams& p);
+void kv_cache_write(const KvCacheParams& p);
+void attention_front(const FrontParams& p);
+
+}  // namespace mxf::cpu

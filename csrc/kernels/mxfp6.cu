@@ -25,6 +25,8 @@
 #include "../core/mxfp6_layout.h"
 #include "../core/mx.h"
 #include "arch.h"
+#include "attention_front.h"
+#include "front_steps.h"
 #include "mxfp6.h"
 #include "vec.h"
 
@@ -144,6 +146,124 @@ MXF_DEV void linear_portable(const Fp6LinearParams& p, int64_t row0, int64_t m0,
       acc = add_rn(acc, mul_rn(part, e8m0_to_f32(p.scales[n * groups + g])));
     }
     store_from_f32(p.out, m * p.n + n, p.act, add_rn(acc, bias_at(p, n)));
+  }
+}
+
+MXF_HD const Fp6LinearParams& linear_of(const Fp6LinearParams& p) { return p; }
+MXF_HD const Fp6LinearParams& linear_of(const FrontParams& p) { return p.linear; }
+
+// Attention front, before the projection: this CTA's token rows of the projection input,
+// y = input norm of round(x + residual), into the call's y buffer (the linear's x). Every CTA
+// writes the same bits for the rows it needs, so no CTA waits for another; the residual itself
+// is written back only at the end (front_epilogue), after every CTA has read it.
+MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, int rows) {
+  __shared__ float red[kVirtualLanes];
+  const Dtype act = f.linear.act;
+  const int64_t k = f.linear.k, m_end = m0 + rows < f.linear.m ? m0 + rows : f.linear.m;
+  for (int64_t m = m0; m < m_end; ++m) {
+    const auto s_at = [&](int64_t j) {
+      return round_to_dtype(add_rn(load_as_f32(f.x, m * f.x_stride + j, act),
+                                   load_as_f32(f.residual, m * f.r_stride + j, act)), act);
+    };
+    const float rstd = rstd_from_sumsq(block_canonical_sumsq(s_at, k, red), k, f.eps);
+    for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
+      const float w = add_rn(load_as_f32(f.norm_weight, j, f.wdtype), f.weight_offset);
+      store_from_f32(const_cast<void*>(f.linear.x), m * k + j, act, round_to_dtype(norm_value(s_at(j), rstd, w), act));
+    }
+  }
+  __syncthreads();
+}
+
+// Attention front, after the projection: the CTA that completes a head segment (d qkv rows) for
+// its block of token rows runs that segment's steps: q and k heads are normed and rotated (q to
+// its output, k to the cache), gate heads are copied, v heads go to the cache. The CTA that
+// completes the last segment of the block also writes the new residual rows. Completion is
+// counted in `f.counters` (zero on entry; each counter is reset by the CTA that completes it).
+MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int64_t row0, int rows_w, int64_t m0,
+                            int rows_x) {
+  __shared__ float red[kVirtualLanes];
+  __shared__ int duty[4];
+  __shared__ int n_duty;
+  const Fp6LinearParams& lp = f.linear;
+  const Dtype act = lp.act;
+  const int64_t d = f.d, segs = lp.n / d, m_end = m0 + rows_x < lp.m ? m0 + rows_x : lp.m;
+  int* const cnt = f.counters + m0 / rows_x * (segs + 1);
+  __threadfence();  // this CTA's qkv rows, before its arrival is counted
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int nd = 0;
+    for (int64_t sg = row0 / d; sg <= (row0 + rows_w - 1) / d; ++sg) {
+      const int arrivals = static_cast<int>(((sg + 1) * d - 1) / rows_w - sg * d / rows_w + 1);
+      if (atomicAdd(cnt + sg, 1) == arrivals - 1) {
+        atomicExch(cnt + sg, 0);
+        duty[nd++] = static_cast<int>(sg);
+      }
+    }
+    if (atomicAdd(cnt + segs, 1) == static_cast<int>(lp.n / rows_w) - 1) {
+      atomicExch(cnt + segs, 0);
+      duty[nd++] = static_cast<int>(segs);
+    }
+    n_duty = nd;
+  }
+  __syncthreads();
+  if (n_duty == 0) return;
+  __threadfence();  // the other CTAs' qkv rows, after their arrivals
+  float* const hv = reinterpret_cast<float*>(smem);  // [d]: the rings are no longer in use
+  const int64_t q_segs = f.q_heads * (f.output_gate ? 2 : 1), row_elems = f.kv_heads * d;
+  for (int t = 0; t < n_duty; ++t) {
+    const int64_t sg = duty[t];
+    for (int64_t m = m0; m < m_end; ++m) {
+      if (sg == segs) {  // the residual rows: round(x + residual), as the prologue computed them
+        for (int64_t j = threadIdx.x; j < lp.k; j += blockDim.x) {
+          const float v = round_to_dtype(add_rn(load_as_f32(f.x, m * f.x_stride + j, act),
+                                                load_as_f32(f.residual, m * f.r_stride + j, act)), act);
+          store_from_f32(f.residual, m * f.r_stride + j, act, v);
+        }
+        continue;
+      }
+      const int64_t base = m * lp.n + sg * d;
+      const bool is_q = sg < q_segs && !(f.output_gate && sg % 2 == 1);
+      const bool is_gate = sg < q_segs && !is_q;
+      const bool is_k = sg >= q_segs && sg < q_segs + f.kv_heads;
+      const int64_t slot = f.cache.slot_mapping[m];
+      const bool slot_ok = kv_slot_valid(slot, f.cache.slots);
+      if (is_gate) {
+        const int64_t o = (m * f.q_heads + sg / 2) * d;
+        for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+          store_from_f32(f.gate, o + j, act, load_coherent(lp.out, base + j, act));
+        }
+      } else if (!is_q && !is_k) {  // v
+        if (!slot_ok) continue;
+        const int64_t o = slot * row_elems + (sg - q_segs - f.kv_heads) * d;
+        for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+          cache_store(f.cache.value_cache, o + j, load_coherent(lp.out, base + j, act), f.cache.v_scale,
+                      f.cache.fp8, act);
+        }
+      } else {  // q or k: Gemma RMSNorm of the head, rounded, then RoPE
+        const void* w = is_q ? f.q_norm_weight : f.k_norm_weight;
+        const Dtype wd = is_q ? f.q_wdtype : f.k_wdtype;
+        const auto val = [&](int64_t j) { return load_coherent(lp.out, base + j, act); };
+        const float rstd = rstd_from_sumsq(block_canonical_sumsq(val, d, red), d, f.eps);
+        for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+          hv[j] = round_to_dtype(norm_value(val(j), rstd, add_rn(load_as_f32(w, j, wd), f.weight_offset)), act);
+        }
+        __syncthreads();
+        const int64_t pos = f.rope.positions[m];
+        if (is_q) {
+          const int64_t o = (m * f.q_heads + (f.output_gate ? sg / 2 : sg)) * d;
+          for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+            store_from_f32(f.q, o + j, act, rope_value(hv, j, pos, f.rope, act));
+          }
+        } else if (slot_ok) {
+          const int64_t o = slot * row_elems + (sg - q_segs) * d;
+          for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+            cache_store(f.cache.key_cache, o + j, rope_value(hv, j, pos, f.rope, act), f.cache.k_scale,
+                        f.cache.fp8, act);
+          }
+        }
+        __syncthreads();  // hv is reused by the next row
+      }
+    }
   }
 }
 
@@ -354,9 +474,9 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
 // at a time, for two-row-tile kernels of one chain per warp). One row tile at a time keeps half
 // the bytes in flight per warp and lets the decode of a tile's first row tile start when that
 // lands; the mma sequence of every row tile, and so every bit of the result, is the same.
-template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT = kRT>
-MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, int64_t m0,
-                        int split) {
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT = kRT, typename P = Fp6LinearParams>
+MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, int split) {
+  const Fp6LinearParams& p = linear_of(pp);
 #if defined(MXF_HAS_CLUSTER)
   if constexpr (kS > 1) cluster_arrive_relaxed();  // "started", waited for before the partials are pushed
   // The previous kernel in the stream may still run (programmatic dependent launch): nothing in
@@ -482,6 +602,7 @@ MXF_DEV void linear_mma(const Fp6LinearParams& p, uint8_t* smem, int64_t row0, i
 #if defined(MXF_HAS_CLUSTER)
   if (p.pdl == 2) grid_dep_wait();  // x and out only after the previous kernel has finished
 #endif
+  if constexpr (std::is_same_v<P, FrontParams>) front_prologue(pp, m0, 8 * kNB);
   uint4 xq[kNB][4];
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb)
@@ -607,9 +728,11 @@ constexpr int kMinBlocks = kRT == 2 && kW == 8 ? 3 : (kNB * kRT == 1 ? 32 : kNB 
 
 // Grid: one CTA per (kRT row tiles, block of x rows, K split); the kS CTAs of one split form a
 // cluster (consecutive block indices).
-template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT>
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT, typename P>
 __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
-    fp6_linear_kernel(const Fp6LinearParams p) {
+    fp6_linear_kernel(const P pp) {
+  constexpr bool kFront = std::is_same_v<P, FrontParams>;
+  const Fp6LinearParams& p = linear_of(pp);
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kRowsX = 8 * kNB;
   const int64_t mblocks = (p.m + kRowsX - 1) / kRowsX;
@@ -622,7 +745,10 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
 #if !defined(MXF_HAS_CLUSTER)
     if constexpr (kS > 1) __trap();  // never launched: the host asks for clusters on sm_90+ only
 #endif
-    linear_mma<kAct, kNB, kRT, kW, kV, kS, kItemRT>(p, smem, row0, m0, split);
+    linear_mma<kAct, kNB, kRT, kW, kV, kS, kItemRT>(pp, smem, row0, m0, split);
+    if constexpr (kFront) {
+      if (split == 0) front_epilogue(pp, smem, row0, kRT * kFp6TileRows, m0, kRowsX);
+    }
     return;
   }
 #endif
@@ -630,16 +756,19 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
 #if defined(MXF_HAS_CLUSTER)
     grid_dep_wait();
 #endif
+    if constexpr (kFront) front_prologue(pp, m0, kRowsX);
     for (int r = 0; r < kRT; ++r) linear_portable(p, row0 + r * kFp6TileRows, m0, kRowsX);
+    if constexpr (kFront) front_epilogue(pp, smem, row0, kRT * kFp6TileRows, m0, kRowsX);
   }
 }
 
-template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT>
-error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT, typename P>
+error_t launch_linear_cfg(const P& pp, stream_t stream) {
+  const Fp6LinearParams& p = linear_of(pp);
   constexpr int kRowsX = 8 * kNB;
   const int64_t ctas = p.n / (kFp6TileRows * kRT) * ((p.m + kRowsX - 1) / kRowsX) * kS;
   int smem = linear_smem_bytes<kNB, kRT, kW, kV, kS>();
-  const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS, kItemRT>;
+  const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS, kItemRT, P>;
   error_t e = set_max_dynamic_smem(kernel, smem);
   if (e != kSuccess) return e;
 #if defined(MXF_CUDA)
@@ -697,12 +826,12 @@ error_t launch_linear_cfg(const Fp6LinearParams& p, stream_t stream) {
     }
     cfg.attrs = attr;
     cfg.numAttrs = n_attr;
-    return cudaLaunchKernelEx(&cfg, kernel, p);
+    return cudaLaunchKernelEx(&cfg, kernel, pp);
   }
 #else
-  if constexpr (kS > 1) return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1, kItemRT>(p, stream);
+  if constexpr (kS > 1) return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1, kItemRT>(pp, stream);
 #endif
-  kernel<<<static_cast<unsigned>(ctas), kW * 32, smem, stream>>>(p);
+  kernel<<<static_cast<unsigned>(ctas), kW * 32, smem, stream>>>(pp);
   return last_error();
 }
 
@@ -760,22 +889,23 @@ LinearShape linear_shape(const Fp6LinearParams& p) {
   return s;
 }
 
-template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kItemRT>
-error_t launch_linear_items(const Fp6LinearParams& p, int split, stream_t stream) {
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kItemRT, typename P>
+error_t launch_linear_items(const P& p, int split, stream_t stream) {
   switch (split) {
     case 8:
-      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 8, kItemRT>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 8, kItemRT, P>(p, stream);
     case 4:
-      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 4, kItemRT>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 4, kItemRT, P>(p, stream);
     case 2:
-      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 2, kItemRT>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 2, kItemRT, P>(p, stream);
     default:
-      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1, kItemRT>(p, stream);
+      return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1, kItemRT, P>(p, stream);
   }
 }
 
-template <Dtype kAct, int kNB, int kRT, int kW, int kV = 1>
-error_t launch_linear_split(const Fp6LinearParams& p, int split, stream_t stream) {
+template <Dtype kAct, int kNB, int kRT, int kW, int kV = 1, typename P>
+error_t launch_linear_split(const P& pp, int split, stream_t stream) {
+  const Fp6LinearParams& p = linear_of(pp);
   // Two-row-tile kernels of one chain per warp stream a row tile at a time, except when the
   // weight stream starts before the dependency wait (pdl == 2): there whole tiles, twice the bytes
   // in flight before the wait, were faster (H200, docs/PERF_NOTES.md, eleventh session). Only the
@@ -783,28 +913,28 @@ error_t launch_linear_split(const Fp6LinearParams& p, int split, stream_t stream
 #if defined(MXF_CUDA)
   if constexpr (kRT == 2 && kV == 1) {
     if (p.item_rt == 1 || (p.item_rt != 2 && p.pdl != 2)) {
-      return launch_linear_items<kAct, kNB, kRT, kW, kV, 1>(p, split, stream);
+      return launch_linear_items<kAct, kNB, kRT, kW, kV, 1>(pp, split, stream);
     }
   }
 #endif
-  return launch_linear_items<kAct, kNB, kRT, kW, kV, kRT>(p, split, stream);
+  return launch_linear_items<kAct, kNB, kRT, kW, kV, kRT>(pp, split, stream);
 }
 
-template <Dtype kAct, int kNB>
-error_t launch_linear_typed(const Fp6LinearParams& p, stream_t stream) {
-  const LinearShape s = linear_shape(p);
+template <Dtype kAct, int kNB, typename P>
+error_t launch_linear_typed(const P& pp, stream_t stream) {
+  const LinearShape s = linear_shape(linear_of(pp));
   if (s.rt == 2) {
-    if (s.warps == 4) return launch_linear_split<kAct, kNB, 2, 4>(p, s.split, stream);
+    if (s.warps == 4) return launch_linear_split<kAct, kNB, 2, 4>(pp, s.split, stream);
     // Eight warps with two row tiles and two n8 blocks would spill at the register count that
     // fits three CTAs per SM: four warps run the eight warps' chains, two each.
     if constexpr (kNB == 1) {
-      return launch_linear_split<kAct, kNB, 2, 8>(p, s.split, stream);
+      return launch_linear_split<kAct, kNB, 2, 8>(pp, s.split, stream);
     } else {
-      return launch_linear_split<kAct, kNB, 2, 4, 2>(p, s.split, stream);
+      return launch_linear_split<kAct, kNB, 2, 4, 2>(pp, s.split, stream);
     }
   }
-  return s.warps == 8 ? launch_linear_split<kAct, kNB, 1, 8>(p, s.split, stream)
-                      : launch_linear_split<kAct, kNB, 1, 4>(p, s.split, stream);
+  return s.warps == 8 ? launch_linear_split<kAct, kNB, 1, 8>(pp, s.split, stream)
+                      : launch_linear_split<kAct, kNB, 1, 4>(pp, s.split, stream);
 }
 
 }  // namespace
@@ -820,14 +950,26 @@ error_t launch_mxfp6_unpack(const Fp6UnpackParams& p, stream_t stream) {
   return last_error();
 }
 
-error_t launch_mxfp6_linear(const Fp6LinearParams& p, stream_t stream) {
-  const bool small = p.m <= 8;
-  if (p.act == Dtype::kBF16) {
+namespace {
+
+template <typename P>
+error_t launch_linear_any(const P& p, stream_t stream) {
+  const Fp6LinearParams& lp = linear_of(p);
+  const bool small = lp.m <= 8;
+  if (lp.act == Dtype::kBF16) {
     return small ? launch_linear_typed<Dtype::kBF16, 1>(p, stream)
                  : launch_linear_typed<Dtype::kBF16, 2>(p, stream);
   }
   return small ? launch_linear_typed<Dtype::kFP16, 1>(p, stream)
                : launch_linear_typed<Dtype::kFP16, 2>(p, stream);
 }
+
+}  // namespace
+
+error_t launch_mxfp6_linear(const Fp6LinearParams& p, stream_t stream) { return launch_linear_any(p, stream); }
+
+// The same kernels and launch shape as mxfp6_linear for this weight, so every qkv value has the
+// linear's bits; the prologue and epilogue add the rest of the front (front_prologue/epilogue).
+error_t launch_attention_front(const FrontParams& p, stream_t stream) { return launch_linear_any(p, stream); }
 
 }  // namespace mxf::kernels

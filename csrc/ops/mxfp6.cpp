@@ -12,6 +12,7 @@
 #include "../cpu/cpu_ops.h"
 #include "checks.h"
 #include "debug.h"
+#include "mxfp6_common.h"
 
 #ifdef MXF_WITH_GPU
 #include <ATen/cuda/CUDAContext.h>
@@ -40,32 +41,6 @@ void check_weight(const char* op, const at::Tensor& w) {
   MXF_CHECK(w.numel() == 0 || at::isfinite(w).all().item<bool>(), op,
               ": argument 'w' must be finite (MXFP6 E2M3 has no Inf or NaN); found a non-finite "
               "value");
-}
-
-// Packed weights and their scales; returns (N, K).
-std::tuple<int64_t, int64_t> check_packed(const char* op, const at::Tensor& packed,
-                                          const at::Tensor& scales) {
-  check_supported_device(op, "packed", packed);
-  check_dtype(op, "packed", packed, {at::kByte});
-  check_dim(op, "packed", packed, 3);
-  MXF_CHECK(packed.size(2) == kFp6TileBytes, op,
-              ": argument 'packed' must have shape [N/16, K/128, 1536], got ", packed.sizes());
-  const int64_t n = packed.size(0) * kFp6TileRows, k = packed.size(1) * kFp6TileCols;
-  MXF_CHECK(packed.is_contiguous(), op, ": argument 'packed' must be contiguous");
-  check_same_device(op, "scales", scales, packed, "packed");
-  check_dtype(op, "scales", scales, {at::kByte});
-  MXF_CHECK(scales.dim() == 2 && scales.size(0) == n && scales.size(1) == k / kMxBlock, op,
-              ": argument 'scales' must have shape [N, K/32] = [", n, ", ", k / kMxBlock,
-              "] (row-major E8M0) for packed of shape ", packed.sizes(), ", got ", scales.sizes());
-  MXF_CHECK(scales.is_contiguous(), op, ": argument 'scales' must be contiguous (row-major)");
-  // The GPU linear copies 16-byte tile pieces and 4-byte scale words asynchronously.
-  MXF_CHECK(reinterpret_cast<uintptr_t>(packed.data_ptr()) % 16 == 0, op,
-              ": argument 'packed' must start on a 16-byte boundary, got a view at address offset ",
-              reinterpret_cast<uintptr_t>(packed.data_ptr()) % 16);
-  MXF_CHECK(reinterpret_cast<uintptr_t>(scales.data_ptr()) % 4 == 0, op,
-              ": argument 'scales' must start on a 4-byte boundary, got a view at address offset ",
-              reinterpret_cast<uintptr_t>(scales.data_ptr()) % 4);
-  return {n, k};
 }
 
 void run_pack(Fp6PackParams& p, [[maybe_unused]] const at::Tensor& w) {
@@ -123,6 +98,53 @@ int env_int(const char* name) {
 #endif
 
 }  // namespace
+
+// Packed weights and their scales; returns (N, K).
+std::tuple<int64_t, int64_t> check_packed(const char* op, const at::Tensor& packed,
+                                          const at::Tensor& scales) {
+  check_supported_device(op, "packed", packed);
+  check_dtype(op, "packed", packed, {at::kByte});
+  check_dim(op, "packed", packed, 3);
+  MXF_CHECK(packed.size(2) == kFp6TileBytes, op,
+              ": argument 'packed' must have shape [N/16, K/128, 1536], got ", packed.sizes());
+  const int64_t n = packed.size(0) * kFp6TileRows, k = packed.size(1) * kFp6TileCols;
+  MXF_CHECK(packed.is_contiguous(), op, ": argument 'packed' must be contiguous");
+  check_same_device(op, "scales", scales, packed, "packed");
+  check_dtype(op, "scales", scales, {at::kByte});
+  MXF_CHECK(scales.dim() == 2 && scales.size(0) == n && scales.size(1) == k / kMxBlock, op,
+              ": argument 'scales' must have shape [N, K/32] = [", n, ", ", k / kMxBlock,
+              "] (row-major E8M0) for packed of shape ", packed.sizes(), ", got ", scales.sizes());
+  MXF_CHECK(scales.is_contiguous(), op, ": argument 'scales' must be contiguous (row-major)");
+  // The GPU linear copies 16-byte tile pieces and 4-byte scale words asynchronously.
+  MXF_CHECK(reinterpret_cast<uintptr_t>(packed.data_ptr()) % 16 == 0, op,
+              ": argument 'packed' must start on a 16-byte boundary, got a view at address offset ",
+              reinterpret_cast<uintptr_t>(packed.data_ptr()) % 16);
+  MXF_CHECK(reinterpret_cast<uintptr_t>(scales.data_ptr()) % 4 == 0, op,
+              ": argument 'scales' must start on a 4-byte boundary, got a view at address offset ",
+              reinterpret_cast<uintptr_t>(scales.data_ptr()) % 4);
+  return {n, k};
+}
+
+#ifdef MXF_WITH_GPU
+void set_linear_device(Fp6LinearParams& p) {
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  p.num_sms = prop->multiProcessorCount;
+#if defined(USE_ROCM)
+  p.clusters = false;
+#else
+  p.clusters = prop->major >= 9;
+#endif
+  p.force_portable = force_portable();
+  p.warps_override = env_int("MXFUSE_FP6_WARPS");
+  p.split_override = env_int("MXFUSE_FP6_SPLIT");
+  p.rt_override = env_int("MXFUSE_FP6_RT");
+  p.item_rt = env_int("MXFUSE_FP6_ITEM_RT");
+  p.pdl = static_cast<int>(pdl_mode());
+  p.smem_per_sm = static_cast<int>(prop->sharedMemPerMultiprocessor);
+  p.smem_reserved = static_cast<int>(prop->reservedSharedMemPerBlock);
+  p.smem_optin = static_cast<int>(prop->sharedMemPerBlockOptin);
+}
+#endif
 
 std::tuple<at::Tensor, at::Tensor> mxfp6_pack(const at::Tensor& w, c10::string_view scale_rule) {
   const char* op = "mxfuse.mxfp6_pack";
@@ -236,22 +258,7 @@ at::Tensor mxfp6_linear(const at::Tensor& x, const at::Tensor& packed, const at:
 #ifdef MXF_WITH_GPU
   if (x.is_cuda()) {
     const c10::cuda::OptionalCUDAGuard guard(x.device());
-    const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-    p.num_sms = prop->multiProcessorCount;
-#if defined(USE_ROCM)
-    p.clusters = false;
-#else
-    p.clusters = prop->major >= 9;
-#endif
-    p.force_portable = force_portable();
-    p.warps_override = env_int("MXFUSE_FP6_WARPS");
-    p.split_override = env_int("MXFUSE_FP6_SPLIT");
-    p.rt_override = env_int("MXFUSE_FP6_RT");
-    p.item_rt = env_int("MXFUSE_FP6_ITEM_RT");
-    p.pdl = static_cast<int>(pdl_mode());
-    p.smem_per_sm = static_cast<int>(prop->sharedMemPerMultiprocessor);
-    p.smem_reserved = static_cast<int>(prop->reservedSharedMemPerBlock);
-    p.smem_optin = static_cast<int>(prop->sharedMemPerBlockOptin);
+    set_linear_device(p);
     C10_CUDA_CHECK(kernels::launch_mxfp6_linear(p, at::cuda::getCurrentCUDAStream()));
     return out;
   }

@@ -4,6 +4,9 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 
 from . import _C  # noqa: F401  (loads the library: runs the op registrations)
 from .ops import (
+    attention_front,
+    attention_front_unfused,
+    attention_front_workspace,
     gemma_fused_add_rmsnorm,
     gemma_fused_add_rmsnorm_mxfp8,
     gemma_rmsnorm,
@@ -16,11 +19,16 @@ from .ops import (
     mxfp8_quantize,
     mxfp8_scaled_mm,
     pdl_mode,
+    reshape_and_cache_flash,
+    rotary_embedding_neox,
     set_pdl,
 )
 from .quant import MXFP8_KEY, QuantizedActivation, QuantKey, mxfp8_linear, quantize_mxfp8
 
 __all__ = [
+    "attention_front",
+    "attention_front_unfused",
+    "attention_front_workspace",
     "MXFP8_KEY",
     "QuantKey",
     "QuantizedActivation",
@@ -38,5 +46,7 @@ __all__ = [
     "mxfp8_scaled_mm",
     "pdl_mode",
     "quantize_mxfp8",
+    "reshape_and_cache_flash",
+    "rotary_embedding_neox",
     "set_pdl",
 ]

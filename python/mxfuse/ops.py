@@ -126,6 +126,34 @@ def _mxfp8_scaled_mm_fake(a, a_scale, b, b_scale, out_dtype, bias=None, *, b_sca
     return a.new_empty((a.shape[0], b.shape[0]), dtype=out_dtype)
 
 
+@torch.library.register_fake("mxfuse::rotary_embedding_neox")
+def _rotary_embedding_neox_fake(x, positions, cos_sin_cache, rotary_dim):
+    _same_device(positions, "positions", x, "x")
+    _same_device(cos_sin_cache, "cos_sin_cache", x, "x")
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.register_fake("mxfuse::reshape_and_cache_flash")
+def _reshape_and_cache_flash_fake(key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale):
+    for t, name in ((value, "value"), (key_cache, "key_cache"), (value_cache, "value_cache"),
+                    (slot_mapping, "slot_mapping")):
+        _same_device(t, name, key, "key")
+    return None
+
+
+@torch.library.register_fake("mxfuse::attention_front")
+def _attention_front_fake(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
+                          cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
+                          v_scale, workspace, *, num_q_heads, num_kv_heads, head_dim, rotary_dim,
+                          output_gate, eps=1e-6, weight_offset=1.0):
+    for t, name in ((residual, "residual"), (packed, "packed"), (key_cache, "key_cache"),
+                    (value_cache, "value_cache"), (workspace, "workspace")):
+        _same_device(t, name, x, "x")
+    m = x.shape[0]
+    return (x.new_empty((m, num_q_heads, head_dim)),
+            x.new_empty((m, num_q_heads, head_dim if output_gate else 0)))
+
+
 # --- typed wrappers -----------------------------------------------------------------------------
 
 def gemma_rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6,
@@ -222,3 +250,98 @@ def mxfp8_scaled_mm(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor,
     added in K order in fp32, the bias in fp32, one rounding to ``out_dtype`` (docs/DECISIONS.md).
     The kernel is the portable, exact baseline, not yet a tensor-core GEMM."""
     return _ops.mxfp8_scaled_mm(a, a_scale, b, b_scale, out_dtype, bias, b_scale_layout=b_scale_layout)
+
+
+def rotary_embedding_neox(x: Tensor, positions: Tensor, cos_sin_cache: Tensor, rotary_dim: int) -> Tensor:
+    """NeoX RoPE of ``x [M, H, D]`` on its first ``rotary_dim`` dims at ``positions [M]`` (int64),
+    with ``cos_sin_cache [max_pos, rotary_dim]`` = [cos | sin] (SPEC §6): each product rounded in
+    fp32, then one rounding. Returns a new contiguous tensor. On the GPU a position outside the
+    cache gives a NaN row (checking it would need a host sync); the CPU op raises."""
+    return _ops.rotary_embedding_neox(x, positions, cos_sin_cache, rotary_dim)
+
+
+def reshape_and_cache_flash(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: Tensor,
+                            slot_mapping: Tensor, k_scale: Tensor, v_scale: Tensor) -> None:
+    """vLLM ``reshape_and_cache_flash``: ``key``/``value`` [M, Hkv, D] into the caches
+    [num_blocks, block_size, Hkv, D] at ``slot_mapping`` [M] (int64; a slot < 0 is a padded token
+    and writes nothing). An ``float8_e4m3fn`` cache stores ``e4m3_satfinite(v / scale)`` with the
+    fp32 one-element ``k_scale``/``v_scale``; a bf16/fp16 cache (the activation dtype) stores v.
+    On the GPU a slot past the cache writes nothing (no host sync); the CPU op raises."""
+    _ops.reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale)
+
+
+#: Counters kept per device for attention_front (int32, zero between calls).
+ATTENTION_FRONT_WORKSPACE = 1 << 16
+_workspaces: dict[torch.device, Tensor] = {}
+
+
+def attention_front_workspace(device: torch.device | str, numel: int = ATTENTION_FRONT_WORKSPACE) -> Tensor:
+    """A zeroed int32 workspace for ``attention_front`` on ``device``. Every call leaves it zeroed
+    again, so one workspace serves any number of calls that run one after another (one stream,
+    graph replays included). Calls that may run at the same time (several streams) need one each.
+    """
+    return torch.zeros(numel, dtype=torch.int32, device=device)
+
+
+def _default_workspace(x: Tensor, need: int) -> Tensor:
+    ws = _workspaces.get(x.device)
+    if ws is None or ws.numel() < need:
+        if x.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                "mxfuse.attention_front: no workspace for this device yet and a CUDA graph is being "
+                "captured; call attention_front once before capture or pass workspace= "
+                "(mxfuse.attention_front_workspace)")
+        ws = attention_front_workspace(x.device, max(need, ATTENTION_FRONT_WORKSPACE))
+        _workspaces[x.device] = ws
+    return ws
+
+
+def attention_front(x: Tensor, residual: Tensor, input_norm_weight: Tensor, packed: Tensor,
+                    scales: Tensor, q_norm_weight: Tensor, k_norm_weight: Tensor,
+                    cos_sin_cache: Tensor, positions: Tensor, slot_mapping: Tensor,
+                    key_cache: Tensor, value_cache: Tensor, k_scale: Tensor, v_scale: Tensor, *,
+                    num_q_heads: int, num_kv_heads: int, head_dim: int, rotary_dim: int,
+                    output_gate: bool = True, eps: float = 1e-6, weight_offset: float = 1.0,
+                    workspace: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """A decode step's full-attention layer front (SPEC §6), one GPU launch: ``residual <-
+    round(x + residual)``; ``y`` = Gemma RMSNorm of it; ``qkv = y @ W6^T`` (MXFP6, as
+    ``mxfp6_linear``); per q and k head Gemma RMSNorm and NeoX RoPE; k and v into the KV caches
+    (as ``reshape_and_cache_flash``). Returns ``(q [M, Hq, D], gate [M, Hq, D])`` (gate is
+    [M, Hq, 0] without ``output_gate``). Bit for bit ``attention_front_unfused`` on the same
+    device. ``workspace``: zeroed int32 counters (default: one kept per device, see
+    ``attention_front_workspace``)."""
+    if workspace is None:
+        n = packed.shape[0] * 16
+        need = int(_ops.attention_front_workspace_size(x.shape[0], n, head_dim)) if head_dim > 0 else 0
+        workspace = _default_workspace(x, need)
+    return _ops.attention_front(x, residual, input_norm_weight, packed, scales, q_norm_weight,
+                                k_norm_weight, cos_sin_cache, positions, slot_mapping, key_cache,
+                                value_cache, k_scale, v_scale, workspace, num_q_heads=num_q_heads,
+                                num_kv_heads=num_kv_heads, head_dim=head_dim, rotary_dim=rotary_dim,
+                                output_gate=output_gate, eps=eps, weight_offset=weight_offset)
+
+
+def attention_front_unfused(x: Tensor, residual: Tensor, input_norm_weight: Tensor, packed: Tensor,
+                            scales: Tensor, q_norm_weight: Tensor, k_norm_weight: Tensor,
+                            cos_sin_cache: Tensor, positions: Tensor, slot_mapping: Tensor,
+                            key_cache: Tensor, value_cache: Tensor, k_scale: Tensor, v_scale: Tensor, *,
+                            num_q_heads: int, num_kv_heads: int, head_dim: int, rotary_dim: int,
+                            output_gate: bool = True, eps: float = 1e-6,
+                            weight_offset: float = 1.0) -> tuple[Tensor, Tensor]:
+    """``attention_front`` as the library's unfused ops, one after another (the path an engine keeps
+    for configurations the fused op does not take, and what the fused op is tested against)."""
+    m, d = x.shape[0], head_dim
+    y = gemma_fused_add_rmsnorm(x, residual, input_norm_weight, eps, weight_offset)
+    qkv = mxfp6_linear(y, packed, scales)
+    q_width = num_q_heads * d * (2 if output_gate else 1)
+    qg = qkv[:, :q_width].reshape(m, num_q_heads, -1)
+    q = qg[..., :d]
+    gate = qg[..., d:].contiguous()
+    k = qkv[:, q_width:q_width + num_kv_heads * d].reshape(m, num_kv_heads, d)
+    v = qkv[:, q_width + num_kv_heads * d:].reshape(m, num_kv_heads, d)
+    qn = gemma_rmsnorm(q.contiguous(), q_norm_weight, eps, weight_offset)
+    kn = gemma_rmsnorm(k.contiguous(), k_norm_weight, eps, weight_offset)
+    q_out = rotary_embedding_neox(qn, positions, cos_sin_cache, rotary_dim)
+    k_out = rotary_embedding_neox(kn, positions, cos_sin_cache, rotary_dim)
+    reshape_and_cache_flash(k_out, v, key_cache, value_cache, slot_mapping, k_scale, v_scale)
+    return q_out, gate

@@ -460,3 +460,66 @@ def mxfp8_scaled_mm_blockwise(
     if bias is not None:
         acc = acc + bias.to(torch.float32)
     return acc.to(out_dtype)
+
+
+# --- attention front (SPEC §6) ----------------------------------------------------------------------
+
+def rotary_embedding_neox(x: Tensor, positions: Tensor, cos_sin_cache: Tensor, rotary_dim: int) -> Tensor:
+    """Reference of ``mxfuse.rotary_embedding_neox``: x [M, H, D]; for i < h = rotary_dim / 2,
+    o_i = round(x_i*c - x_{i+h}*s), o_{i+h} = round(x_{i+h}*c + x_i*s), every product rounded to
+    fp32 on its own; dims past rotary_dim pass through."""
+    h = rotary_dim // 2
+    cs = cos_sin_cache.to(torch.float32)[positions]  # [M, rotary_dim]
+    c, s = cs[:, None, :h], cs[:, None, h:rotary_dim]
+    lo, hi = x[..., :h].to(torch.float32), x[..., h:rotary_dim].to(torch.float32)
+    out = x.clone(memory_format=torch.contiguous_format)
+    out[..., :h] = ((lo * c) - (hi * s)).to(x.dtype)
+    out[..., h:rotary_dim] = ((hi * c) + (lo * s)).to(x.dtype)
+    return out
+
+
+def kv_cache_codes(v: Tensor, scale: float) -> Tensor:
+    """e4m3_satfinite(float(v) / scale) as uint8 codes: RNE, +-448 past the range, 0x7F for NaN."""
+    q = (v.to(torch.float32) / torch.tensor(scale, dtype=torch.float32)).clamp(-448.0, 448.0)
+    codes = q.to(torch.float8_e4m3fn).view(torch.uint8).clone()
+    codes[torch.isnan(q)] = 0x7F
+    return codes
+
+
+def reshape_and_cache_flash(key: Tensor, value: Tensor, key_cache: Tensor, value_cache: Tensor,
+                            slot_mapping: Tensor, k_scale: Tensor, v_scale: Tensor) -> None:
+    """Reference of ``mxfuse.reshape_and_cache_flash`` (vLLM semantics; a slot < 0 writes nothing)."""
+    fp8 = key_cache.dtype == torch.float8_e4m3fn
+    flat_k = key_cache.view(-1, *key_cache.shape[2:])
+    flat_v = value_cache.view(-1, *value_cache.shape[2:])
+    for m, slot in enumerate(slot_mapping.tolist()):
+        if slot < 0:
+            continue
+        if fp8:
+            flat_k.view(torch.uint8)[slot] = kv_cache_codes(key[m], float(k_scale.item()))
+            flat_v.view(torch.uint8)[slot] = kv_cache_codes(value[m], float(v_scale.item()))
+        else:
+            flat_k[slot] = key[m]
+            flat_v[slot] = value[m]
+
+
+def attention_front_from_qkv(qkv: Tensor, q_norm_weight: Tensor, k_norm_weight: Tensor,
+                             cos_sin_cache: Tensor, positions: Tensor, slot_mapping: Tensor,
+                             key_cache: Tensor, value_cache: Tensor, k_scale: Tensor, v_scale: Tensor,
+                             *, num_q_heads: int, num_kv_heads: int, head_dim: int, rotary_dim: int,
+                             output_gate: bool = True, eps: float = 1e-6,
+                             weight_offset: float = 1.0) -> tuple[Tensor, Tensor]:
+    """SPEC §6 after the projection, from the rounded qkv rows [M, N]: q/k head norms, RoPE, the
+    gate split and the cache write. Returns (q, gate)."""
+    m, d = qkv.shape[0], head_dim
+    q_width = num_q_heads * d * (2 if output_gate else 1)
+    qg = qkv[:, :q_width].reshape(m, num_q_heads, -1)
+    gate = qg[..., d:].clone()
+    k = qkv[:, q_width:q_width + num_kv_heads * d].reshape(m, num_kv_heads, d)
+    v = qkv[:, q_width + num_kv_heads * d:].reshape(m, num_kv_heads, d)
+    q = rotary_embedding_neox(gemma_rmsnorm(qg[..., :d], q_norm_weight, eps, weight_offset),
+                              positions, cos_sin_cache, rotary_dim)
+    k = rotary_embedding_neox(gemma_rmsnorm(k, k_norm_weight, eps, weight_offset),
+                              positions, cos_sin_cache, rotary_dim)
+    reshape_and_cache_flash(k, v, key_cache, value_cache, slot_mapping, k_scale, v_scale)
+    return q, gate

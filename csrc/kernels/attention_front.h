@@ -1,0 +1,15 @@
+// Launchers of the attention front (SPEC §6) and its unfused steps. Torch-free: params in, error
+// code out, on `stream`.
+#pragma once
+
+#include "../core/params.h"
+#include "../core/platform.h"
+
+namespace mxf::kernels {
+
+error_t launch_rope_neox(const RopeParams& p, stream_t stream);
+error_t launch_kv_cache_write(const KvCacheParams& p, stream_t stream);
+// One launch: the MXFP6 linear kernel with the front's prologue and epilogue (mxfp6.cu).
+error_t launch_attention_front(const FrontParams& p, stream_t stream);
+
+}  // namespace mxf::kernels
