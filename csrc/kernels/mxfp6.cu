@@ -152,24 +152,80 @@ MXF_DEV void linear_portable(const Fp6LinearParams& p, int64_t row0, int64_t m0,
 MXF_HD const Fp6LinearParams& linear_of(const Fp6LinearParams& p) { return p; }
 MXF_HD const Fp6LinearParams& linear_of(const FrontParams& p) { return p.linear; }
 
+// Copies of the normed rows the front keeps (CTA c reads copy c % kFrontYCopies): every CTA writes
+// the rows it needs itself, and spreading those identical writes over several copies keeps them
+// from queueing on the same L2 lines.
+constexpr int kFrontYCopies = 8;
+
+MXF_HD const void* front_x(const Fp6LinearParams& p) { return p.x; }
+MXF_DEV const void* front_x(const FrontParams& f) {
+  return static_cast<const uint16_t*>(f.linear.x) + (blockIdx.x % kFrontYCopies) * f.linear.m * f.linear.k;
+}
+
 // Attention front, before the projection: this CTA's token rows of the projection input,
-// y = input norm of round(x + residual), into the call's y buffer (the linear's x). Every CTA
-// writes the same bits for the rows it needs, so no CTA waits for another; the residual itself
-// is written back only at the end (front_epilogue), after every CTA has read it.
-MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, int rows) {
-  __shared__ float red[kVirtualLanes];
-  const Dtype act = f.linear.act;
-  const int64_t k = f.linear.k, m_end = m0 + rows < f.linear.m ? m0 + rows : f.linear.m;
-  for (int64_t m = m0; m < m_end; ++m) {
-    const auto s_at = [&](int64_t j) {
-      return round_to_dtype(add_rn(load_as_f32(f.x, m * f.x_stride + j, act),
-                                   load_as_f32(f.residual, m * f.r_stride + j, act)), act);
-    };
-    const float rstd = rstd_from_sumsq(block_canonical_sumsq(s_at, k, red), k, f.eps);
-    for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
-      const float w = add_rn(load_as_f32(f.norm_weight, j, f.wdtype), f.weight_offset);
-      store_from_f32(const_cast<void*>(f.linear.x), m * k + j, act, round_to_dtype(norm_value(s_at(j), rstd, w), act));
+// y = input norm of round(x + residual), into the CTA's copy of the y buffer (the linear's x).
+// Every CTA computes the same bits for the rows it needs, so no CTA waits for another; the
+// residual itself is written back only at the end (front_epilogue), after every CTA has read it.
+// All rows at once: lane partials of the canonical sum (csrc/core/rmsnorm.h) per (row, lane),
+// one tree for all rows, then y chunk by chunk.
+// Lane partials of the canonical sums of up to kRowsX rows, shared by the prologue and epilogue.
+template <int kRowsX>
+MXF_DEV float (*front_red())[kVirtualLanes] {
+  __shared__ float red[kRowsX][kVirtualLanes];
+  return red;
+}
+
+// One tree for `rows` rows of lane partials (csrc/core/rmsnorm.h's order); totals in red[r][0].
+MXF_DEV void front_tree(float (*red)[kVirtualLanes], int rows) {
+  for (int d = kVirtualLanes / 2; d >= 1; d >>= 1) {
+    for (int it = threadIdx.x; it < rows * d; it += blockDim.x) {
+      const int r = it / d, l = it % d;
+      red[r][l] = add_rn(red[r][l], red[r][l + d]);
     }
+    __syncthreads();
+  }
+}
+
+template <int kRowsX>
+MXF_DEV void front_prologue(const FrontParams& f, int64_t m0) {
+  float (*const red)[kVirtualLanes] = front_red<kRowsX>();
+  const Dtype act = f.linear.act;
+  const int64_t k = f.linear.k, chunks = k / kChunk;
+  const int rows = static_cast<int>(f.linear.m - m0 < kRowsX ? f.linear.m - m0 : kRowsX);
+  const bool vx = aligned16(f.x) && f.x_stride % 8 == 0, vr = aligned16(f.residual) && f.r_stride % 8 == 0;
+  const bool vw = aligned16(f.norm_weight);
+  const auto s_chunk = [&](int r, int64_t c) {
+    const Chunk8 a = load_chunk(static_cast<const uint16_t*>(f.x) + (m0 + r) * f.x_stride, c, k, act, vx);
+    const Chunk8 b = load_chunk(static_cast<const uint16_t*>(f.residual) + (m0 + r) * f.r_stride, c, k, act, vr);
+    Chunk8 sv;
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) sv.v[i] = round_to_dtype(add_rn(a.v[i], b.v[i]), act);
+    return sv;
+  };
+  for (int it = threadIdx.x; it < rows * kVirtualLanes; it += blockDim.x) {
+    const int r = it / kVirtualLanes, l = it % kVirtualLanes;
+    float acc = 0.0f;
+    for (int64_t c = l; c < chunks; c += kVirtualLanes) {
+      const Chunk8 sv = s_chunk(r, c);
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) acc = sumsq_step(acc, sv.v[i]);
+    }
+    red[r][l] = acc;
+  }
+  __syncthreads();
+  front_tree(red, rows);
+  uint16_t* const y = static_cast<uint16_t*>(const_cast<void*>(front_x(f)));
+  for (int64_t it = threadIdx.x; it < rows * chunks; it += blockDim.x) {
+    const int r = static_cast<int>(it / chunks);
+    const int64_t c = it % chunks;
+    const float rstd = rstd_from_sumsq(red[r][0], k, f.eps);
+    const Chunk8 sv = s_chunk(r, c), w = load_chunk(f.norm_weight, c, k, f.wdtype, vw);
+    Chunk8 yv;
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      yv.v[i] = round_to_dtype(norm_value(sv.v[i], rstd, add_rn(w.v[i], f.weight_offset)), act);
+    }
+    store_chunk(y + (m0 + r) * k, c, k, act, true, yv);
   }
   __syncthreads();
 }
@@ -179,15 +235,17 @@ MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, int rows) {
 // its output, k to the cache), gate heads are copied, v heads go to the cache. The CTA that
 // completes the last segment of the block also writes the new residual rows. Completion is
 // counted in `f.counters` (zero on entry; each counter is reset by the CTA that completes it).
-MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int64_t row0, int rows_w, int64_t m0,
-                            int rows_x) {
-  __shared__ float red[kVirtualLanes];
+// `smem_bytes` of dynamic shared memory (the rings, no longer in use) hold normed head rows.
+template <int kRowsX>
+MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int smem_bytes, int64_t row0, int rows_w,
+                            int64_t m0) {
   __shared__ int duty[4];
   __shared__ int n_duty;
   const Fp6LinearParams& lp = f.linear;
   const Dtype act = lp.act;
-  const int64_t d = f.d, segs = lp.n / d, m_end = m0 + rows_x < lp.m ? m0 + rows_x : lp.m;
-  int* const cnt = f.counters + m0 / rows_x * (segs + 1);
+  const int64_t d = f.d, segs = lp.n / d;
+  const int rows = static_cast<int>(lp.m - m0 < kRowsX ? lp.m - m0 : kRowsX);
+  int* const cnt = f.counters + m0 / kRowsX * (segs + 1);
   __threadfence();  // this CTA's qkv rows, before its arrival is counted
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -208,61 +266,80 @@ MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int64_t row0, i
   __syncthreads();
   if (n_duty == 0) return;
   __threadfence();  // the other CTAs' qkv rows, after their arrivals
-  float* const hv = reinterpret_cast<float*>(smem);  // [d]: the rings are no longer in use
+  float (*const red)[kVirtualLanes] = front_red<kRowsX>();
+  float* const hv = reinterpret_cast<float*>(smem);  // [rb][d]
+  const int rb = static_cast<int>(smem_bytes / 4 / d < rows ? smem_bytes / 4 / d : rows);
   const int64_t q_segs = f.q_heads * (f.output_gate ? 2 : 1), row_elems = f.kv_heads * d;
   for (int t = 0; t < n_duty; ++t) {
     const int64_t sg = duty[t];
-    for (int64_t m = m0; m < m_end; ++m) {
-      if (sg == segs) {  // the residual rows: round(x + residual), as the prologue computed them
-        for (int64_t j = threadIdx.x; j < lp.k; j += blockDim.x) {
-          const float v = round_to_dtype(add_rn(load_as_f32(f.x, m * f.x_stride + j, act),
-                                                load_as_f32(f.residual, m * f.r_stride + j, act)), act);
-          store_from_f32(f.residual, m * f.r_stride + j, act, v);
-        }
-        continue;
+    if (sg == segs) {  // the residual rows: round(x + residual), as the prologue computed them
+      for (int64_t it = threadIdx.x; it < rows * lp.k; it += blockDim.x) {
+        const int64_t m = m0 + it / lp.k, j = it % lp.k;
+        const float v = round_to_dtype(add_rn(load_as_f32(f.x, m * f.x_stride + j, act),
+                                              load_as_f32(f.residual, m * f.r_stride + j, act)), act);
+        store_from_f32(f.residual, m * f.r_stride + j, act, v);
       }
-      const int64_t base = m * lp.n + sg * d;
-      const bool is_q = sg < q_segs && !(f.output_gate && sg % 2 == 1);
-      const bool is_gate = sg < q_segs && !is_q;
-      const bool is_k = sg >= q_segs && sg < q_segs + f.kv_heads;
-      const int64_t slot = f.cache.slot_mapping[m];
-      const bool slot_ok = kv_slot_valid(slot, f.cache.slots);
-      if (is_gate) {
-        const int64_t o = (m * f.q_heads + sg / 2) * d;
-        for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-          store_from_f32(f.gate, o + j, act, load_coherent(lp.out, base + j, act));
+      continue;
+    }
+    const bool is_q = sg < q_segs && !(f.output_gate && sg % 2 == 1);
+    const bool is_gate = sg < q_segs && !is_q;
+    const bool is_k = sg >= q_segs && sg < q_segs + f.kv_heads;
+    const auto qkv_at = [&](int64_t m, int64_t j) { return load_coherent(lp.out, m * lp.n + sg * d + j, act); };
+    if (is_gate) {
+      for (int64_t it = threadIdx.x; it < rows * d; it += blockDim.x) {
+        const int64_t m = m0 + it / d, j = it % d;
+        store_from_f32(f.gate, (m * f.q_heads + sg / 2) * d + j, act, qkv_at(m, j));
+      }
+      continue;
+    }
+    if (!is_q && !is_k) {  // v
+      for (int64_t it = threadIdx.x; it < rows * d; it += blockDim.x) {
+        const int64_t m = m0 + it / d, j = it % d, slot = f.cache.slot_mapping[m];
+        if (!kv_slot_valid(slot, f.cache.slots)) continue;
+        cache_store(f.cache.value_cache, slot * row_elems + (sg - q_segs - f.kv_heads) * d + j, qkv_at(m, j),
+                    f.cache.v_scale, f.cache.fp8, act);
+      }
+      continue;
+    }
+    // q or k: Gemma RMSNorm of the head (rb rows at a time), rounded, then RoPE.
+    const void* w = is_q ? f.q_norm_weight : f.k_norm_weight;
+    const Dtype wd = is_q ? f.q_wdtype : f.k_wdtype;
+    const int64_t chunks = (d + kChunk - 1) / kChunk;
+    for (int r0 = 0; r0 < rows; r0 += rb) {
+      const int nr = rows - r0 < rb ? rows - r0 : rb;
+      for (int it = threadIdx.x; it < nr * kVirtualLanes; it += blockDim.x) {
+        const int r = it / kVirtualLanes, l = it % kVirtualLanes;
+        float acc = 0.0f;
+        for (int64_t c = l; c < chunks; c += kVirtualLanes) {
+          const int64_t e_end = (c + 1) * kChunk < d ? (c + 1) * kChunk : d;
+          for (int64_t e = c * kChunk; e < e_end; ++e) acc = sumsq_step(acc, qkv_at(m0 + r0 + r, e));
         }
-      } else if (!is_q && !is_k) {  // v
-        if (!slot_ok) continue;
-        const int64_t o = slot * row_elems + (sg - q_segs - f.kv_heads) * d;
-        for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-          cache_store(f.cache.value_cache, o + j, load_coherent(lp.out, base + j, act), f.cache.v_scale,
-                      f.cache.fp8, act);
-        }
-      } else {  // q or k: Gemma RMSNorm of the head, rounded, then RoPE
-        const void* w = is_q ? f.q_norm_weight : f.k_norm_weight;
-        const Dtype wd = is_q ? f.q_wdtype : f.k_wdtype;
-        const auto val = [&](int64_t j) { return load_coherent(lp.out, base + j, act); };
-        const float rstd = rstd_from_sumsq(block_canonical_sumsq(val, d, red), d, f.eps);
-        for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-          hv[j] = round_to_dtype(norm_value(val(j), rstd, add_rn(load_as_f32(w, j, wd), f.weight_offset)), act);
-        }
-        __syncthreads();
-        const int64_t pos = f.rope.positions[m];
+        red[r][l] = acc;
+      }
+      __syncthreads();
+      front_tree(red, nr);
+      for (int64_t it = threadIdx.x; it < nr * d; it += blockDim.x) {
+        const int r = static_cast<int>(it / d);
+        const int64_t j = it % d;
+        const float rstd = rstd_from_sumsq(red[r][0], d, f.eps);
+        hv[it] = round_to_dtype(norm_value(qkv_at(m0 + r0 + r, j), rstd, add_rn(load_as_f32(w, j, wd), f.weight_offset)), act);
+      }
+      __syncthreads();
+      for (int64_t it = threadIdx.x; it < nr * d; it += blockDim.x) {
+        const int r = static_cast<int>(it / d);
+        const int64_t j = it % d, m = m0 + r0 + r, pos = f.rope.positions[m];
+        const float o = rope_value(hv + r * d, j, pos, f.rope, act);
         if (is_q) {
-          const int64_t o = (m * f.q_heads + (f.output_gate ? sg / 2 : sg)) * d;
-          for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-            store_from_f32(f.q, o + j, act, rope_value(hv, j, pos, f.rope, act));
-          }
-        } else if (slot_ok) {
-          const int64_t o = slot * row_elems + (sg - q_segs) * d;
-          for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-            cache_store(f.cache.key_cache, o + j, rope_value(hv, j, pos, f.rope, act), f.cache.k_scale,
+          store_from_f32(f.q, (m * f.q_heads + (f.output_gate ? sg / 2 : sg)) * d + j, act, o);
+        } else {
+          const int64_t slot = f.cache.slot_mapping[m];
+          if (kv_slot_valid(slot, f.cache.slots)) {
+            cache_store(f.cache.key_cache, slot * row_elems + (sg - q_segs) * d + j, o, f.cache.k_scale,
                         f.cache.fp8, act);
           }
         }
-        __syncthreads();  // hv is reused by the next row
       }
+      __syncthreads();  // red and hv are reused
     }
   }
 }
@@ -551,7 +628,7 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb) {
     const int64_t m = m0 + nb * 8 + g < p.m ? m0 + nb * 8 + g : p.m - 1;
-    xptr[nb] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.x) + m * p.x_stride +
+    xptr[nb] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(front_x(pp)) + m * p.x_stride +
                                               tk0 * kFp6TileCols + 8 * t);
   }
   constexpr int kXTile = kFp6TileCols / 8;  // uint4 per k-tile
@@ -602,7 +679,7 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
 #if defined(MXF_HAS_CLUSTER)
   if (p.pdl == 2) grid_dep_wait();  // x and out only after the previous kernel has finished
 #endif
-  if constexpr (std::is_same_v<P, FrontParams>) front_prologue(pp, m0, 8 * kNB);
+  if constexpr (std::is_same_v<P, FrontParams>) front_prologue<8 * kNB>(pp, m0);
   uint4 xq[kNB][4];
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb)
@@ -747,7 +824,9 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
 #endif
     linear_mma<kAct, kNB, kRT, kW, kV, kS, kItemRT>(pp, smem, row0, m0, split);
     if constexpr (kFront) {
-      if (split == 0) front_epilogue(pp, smem, row0, kRT * kFp6TileRows, m0, kRowsX);
+      if (split == 0) {
+        front_epilogue<kRowsX>(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), row0, kRT * kFp6TileRows, m0);
+      }
     }
     return;
   }
@@ -756,9 +835,13 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
 #if defined(MXF_HAS_CLUSTER)
     grid_dep_wait();
 #endif
-    if constexpr (kFront) front_prologue(pp, m0, kRowsX);
-    for (int r = 0; r < kRT; ++r) linear_portable(p, row0 + r * kFp6TileRows, m0, kRowsX);
-    if constexpr (kFront) front_epilogue(pp, smem, row0, kRT * kFp6TileRows, m0, kRowsX);
+    if constexpr (kFront) front_prologue<kRowsX>(pp, m0);
+    Fp6LinearParams lp = p;
+    lp.x = front_x(pp);
+    for (int r = 0; r < kRT; ++r) linear_portable(lp, row0 + r * kFp6TileRows, m0, kRowsX);
+    if constexpr (kFront) {
+      front_epilogue<kRowsX>(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), row0, kRT * kFp6TileRows, m0);
+    }
   }
 }
 

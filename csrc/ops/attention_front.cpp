@@ -259,7 +259,8 @@ std::tuple<at::Tensor, at::Tensor> attention_front(
   maybe_poison(q);
   maybe_poison(gate);
   // The normed rows and the qkv rows between the steps (scratch of this call).
-  at::Tensor y = at::empty({m, hidden}, act), qkv = at::empty({m, n}, act);
+  // (the GPU kernel keeps kFrontYCopies = 8 copies of y, one per group of CTAs).
+  at::Tensor y = at::empty({x.is_cuda() ? 8 : 1, m, hidden}, act), qkv = at::empty({m, n}, act);
   const at::Tensor x2 = rows_view(x, hidden);
   const at::Tensor w_in = input_norm_weight.contiguous(), w_q = q_norm_weight.contiguous(),
                    w_k = k_norm_weight.contiguous();
