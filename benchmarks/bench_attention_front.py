@@ -74,7 +74,7 @@ def main() -> None:
                         slots[i], c[0] if kc is None else kc, c[1] if vc is None else vc, k_scale, v_scale)
 
             def fused(i):
-                mxfuse.attention_front(*call_args(i), **kw, workspace=workspace)
+                mxfuse.attention_front(*call_args(i), **kw, workspace=workspace, fused=True)
 
             def unfused(i):
                 mxfuse.attention_front_unfused(*call_args(i), **kw)
@@ -95,11 +95,11 @@ def main() -> None:
             # Verify on every set: fused == unfused in every launch mode (q, gate, residual, caches).
             for i in range(sets):
                 outs = []
-                for fn, mode in [(mxfuse.attention_front_unfused, default_mode)] + [(mxfuse.attention_front, md) for md in MODES]:
+                for fused_flag, mode in [(False, default_mode)] + [(True, md) for md in MODES]:
                     mxfuse.set_pdl(mode)
                     r = rs[i].clone()
                     kc, vc = caches[i][0].clone(), caches[i][1].clone()
-                    q, g = fn(*call_args(i, r, kc, vc), **kw)
+                    q, g = mxfuse.attention_front(*call_args(i, r, kc, vc), **kw, fused=fused_flag)
                     outs.append([t.view(torch.uint8) for t in (q, g, r, kc, vc)])
                 for o in outs[1:]:
                     if not all(torch.equal(a, b) for a, b in zip(o, outs[0])):

@@ -270,6 +270,9 @@ def reshape_and_cache_flash(key: Tensor, value: Tensor, key_cache: Tensor, value
     _ops.reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale)
 
 
+#: Where ``attention_front`` (fused=None) takes the one-launch kernel on a GPU (H200 measurements).
+FUSED_MAX_TOKENS = 1
+FUSED_MAX_HIDDEN = 2048
 #: Counters kept per device for attention_front (int32, zero between calls).
 ATTENTION_FRONT_WORKSPACE = 1 << 16
 _workspaces: dict[torch.device, Tensor] = {}
@@ -302,14 +305,28 @@ def attention_front(x: Tensor, residual: Tensor, input_norm_weight: Tensor, pack
                     key_cache: Tensor, value_cache: Tensor, k_scale: Tensor, v_scale: Tensor, *,
                     num_q_heads: int, num_kv_heads: int, head_dim: int, rotary_dim: int,
                     output_gate: bool = True, eps: float = 1e-6, weight_offset: float = 1.0,
-                    workspace: Tensor | None = None) -> tuple[Tensor, Tensor]:
+                    workspace: Tensor | None = None, fused: bool | None = None) -> tuple[Tensor, Tensor]:
     """A decode step's full-attention layer front (SPEC §6), one GPU launch: ``residual <-
     round(x + residual)``; ``y`` = Gemma RMSNorm of it; ``qkv = y @ W6^T`` (MXFP6, as
     ``mxfp6_linear``); per q and k head Gemma RMSNorm and NeoX RoPE; k and v into the KV caches
     (as ``reshape_and_cache_flash``). Returns ``(q [M, Hq, D], gate [M, Hq, D])`` (gate is
     [M, Hq, 0] without ``output_gate``). Bit for bit ``attention_front_unfused`` on the same
     device. ``workspace``: zeroed int32 counters (default: one kept per device, see
-    ``attention_front_workspace``)."""
+    ``attention_front_workspace``).
+
+    ``fused``: True runs the one-launch kernel, False the unfused ops; None (default) picks the
+    faster on a GPU as measured on the H200 (benchmarks/results/h200_attention_front.md): the
+    one-launch kernel for one token row and hidden <= 2048, the unfused ops otherwise (every CTA
+    of the one-launch kernel norms its token rows itself, which costs more than the launches it
+    saves beyond that). Both give the same bits; on the CPU the op is the composition itself."""
+    if fused is None:
+        fused = not x.is_cuda or (x.shape[0] <= FUSED_MAX_TOKENS and x.shape[-1] <= FUSED_MAX_HIDDEN)
+    if not fused:
+        return attention_front_unfused(x, residual, input_norm_weight, packed, scales, q_norm_weight,
+                                       k_norm_weight, cos_sin_cache, positions, slot_mapping, key_cache,
+                                       value_cache, k_scale, v_scale, num_q_heads=num_q_heads,
+                                       num_kv_heads=num_kv_heads, head_dim=head_dim, rotary_dim=rotary_dim,
+                                       output_gate=output_gate, eps=eps, weight_offset=weight_offset)
     if workspace is None:
         n = packed.shape[0] * 16
         need = int(_ops.attention_front_workspace_size(x.shape[0], n, head_dim)) if head_dim > 0 else 0
