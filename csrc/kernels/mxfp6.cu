@@ -988,7 +988,7 @@ error_t launch_linear_items(const P& p, int split, stream_t stream) {
 
 template <Dtype kAct, int kNB, int kRT, int kW, int kV = 1, typename P>
 error_t launch_linear_split(const P& pp, int split, stream_t stream) {
-  const Fp6LinearParams& p = linear_of(pp);
+  [[maybe_unused]] const Fp6LinearParams& p = linear_of(pp);
   // Two-row-tile kernels of one chain per warp stream a row tile at a time, except when the
   // weight stream starts before the dependency wait (pdl == 2): there whole tiles, twice the bytes
   // in flight before the wait, were faster (H200, docs/PERF_NOTES.md, eleventh session). Only the
