@@ -152,13 +152,16 @@ MXF_DEV void linear_portable(const Fp6LinearParams& p, int64_t row0, int64_t m0,
 MXF_HD const Fp6LinearParams& linear_of(const Fp6LinearParams& p) { return p; }
 MXF_HD const Fp6LinearParams& linear_of(const FrontParams& p) { return p.linear; }
 
-// Copies of the normed rows the front keeps (CTA c reads copy c % kFrontYCopies): every CTA writes
-// the rows it needs itself, and spreading those identical writes over several copies keeps them
-// from queueing on the same L2 lines.
+// Where a CTA keeps the normed rows it needs (the linear's x), addressed as rows m of x: in its own
+// shared memory after the linear's (f.y_smem_bytes > 0, when that fits), else in one of
+// kFrontYCopies copies in the call's y buffer (CTA c uses copy c % kFrontYCopies: every CTA writes
+// the rows it needs itself, and several copies keep those identical writes from queueing on the
+// same L2 lines).
 constexpr int kFrontYCopies = 8;
 
-MXF_HD const void* front_x(const Fp6LinearParams& p) { return p.x; }
-MXF_DEV const void* front_x(const FrontParams& f) {
+MXF_HD const void* front_x(const Fp6LinearParams& p, uint8_t*, int, int64_t) { return p.x; }
+MXF_DEV const void* front_x(const FrontParams& f, uint8_t* smem, int linear_smem, int64_t m0) {
+  if (f.y_smem_bytes > 0) return reinterpret_cast<const uint16_t*>(smem + linear_smem) - m0 * f.linear.k;
   return static_cast<const uint16_t*>(f.linear.x) + (blockIdx.x % kFrontYCopies) * f.linear.m * f.linear.k;
 }
 
@@ -187,7 +190,7 @@ MXF_DEV void front_tree(float (*red)[kVirtualLanes], int rows) {
 }
 
 template <int kRowsX>
-MXF_DEV void front_prologue(const FrontParams& f, int64_t m0) {
+MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, const void* x_rows) {
   float (*const red)[kVirtualLanes] = front_red<kRowsX>();
   const Dtype act = f.linear.act;
   const int64_t k = f.linear.k, chunks = k / kChunk;
@@ -214,7 +217,7 @@ MXF_DEV void front_prologue(const FrontParams& f, int64_t m0) {
   }
   __syncthreads();
   front_tree(red, rows);
-  uint16_t* const y = static_cast<uint16_t*>(const_cast<void*>(front_x(f)));
+  uint16_t* const y = static_cast<uint16_t*>(const_cast<void*>(x_rows));
   for (int64_t it = threadIdx.x; it < rows * chunks; it += blockDim.x) {
     const int r = static_cast<int>(it / chunks);
     const int64_t c = it % chunks;
@@ -622,13 +625,14 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
     issue_slot = issue_slot + 1 == kStages ? 0 : issue_slot + 1;
   };
 
+  const void* const x_rows = front_x(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), m0);
   // x: lane (g, t) feeds column g of each n8 block with 8 contiguous values per group. Columns
   // past M read the last real row (their outputs are never stored; mma columns are independent).
   const uint4* xptr[kNB];
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb) {
     const int64_t m = m0 + nb * 8 + g < p.m ? m0 + nb * 8 + g : p.m - 1;
-    xptr[nb] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(front_x(pp)) + m * p.x_stride +
+    xptr[nb] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x_rows) + m * p.x_stride +
                                               tk0 * kFp6TileCols + 8 * t);
   }
   constexpr int kXTile = kFp6TileCols / 8;  // uint4 per k-tile
@@ -679,7 +683,7 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
 #if defined(MXF_HAS_CLUSTER)
   if (p.pdl == 2) grid_dep_wait();  // x and out only after the previous kernel has finished
 #endif
-  if constexpr (std::is_same_v<P, FrontParams>) front_prologue<8 * kNB>(pp, m0);
+  if constexpr (std::is_same_v<P, FrontParams>) front_prologue<8 * kNB>(pp, m0, x_rows);
   uint4 xq[kNB][4];
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb)
@@ -835,9 +839,9 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
 #if defined(MXF_HAS_CLUSTER)
     grid_dep_wait();
 #endif
-    if constexpr (kFront) front_prologue<kRowsX>(pp, m0);
     Fp6LinearParams lp = p;
-    lp.x = front_x(pp);
+    lp.x = front_x(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), m0);
+    if constexpr (kFront) front_prologue<kRowsX>(pp, m0, lp.x);
     for (int r = 0; r < kRT; ++r) linear_portable(lp, row0 + r * kFp6TileRows, m0, kRowsX);
     if constexpr (kFront) {
       front_epilogue<kRowsX>(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), row0, kRT * kFp6TileRows, m0);
@@ -852,6 +856,15 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
   const int64_t ctas = p.n / (kFp6TileRows * kRT) * ((p.m + kRowsX - 1) / kRowsX) * kS;
   int smem = linear_smem_bytes<kNB, kRT, kW, kV, kS>();
   const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS, kItemRT, P>;
+  P q = pp;  // the launched parameters (the front's shared-memory decision added)
+  if constexpr (std::is_same_v<P, FrontParams>) {
+    // The CTA's normed rows in shared memory when they fit next to the linear's and the front's
+    // static buffers (8 or 16 KB); otherwise in the global copies.
+    const int64_t rows = p.m < kRowsX ? p.m : kRowsX, y_bytes = rows * p.k * 2;
+    const int64_t static_bytes = kRowsX * kVirtualLanes * 4 + 64;
+    q.y_smem_bytes = p.smem_optin > 0 && smem + y_bytes + static_bytes <= p.smem_optin ? static_cast<int>(y_bytes) : 0;
+    smem += q.y_smem_bytes;
+  }
   error_t e = set_max_dynamic_smem(kernel, smem);
   if (e != kSuccess) return e;
 #if defined(MXF_CUDA)
@@ -909,12 +922,12 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
     }
     cfg.attrs = attr;
     cfg.numAttrs = n_attr;
-    return cudaLaunchKernelEx(&cfg, kernel, pp);
+    return cudaLaunchKernelEx(&cfg, kernel, q);
   }
 #else
   if constexpr (kS > 1) return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1, kItemRT>(pp, stream);
 #endif
-  kernel<<<static_cast<unsigned>(ctas), kW * 32, smem, stream>>>(pp);
+  kernel<<<static_cast<unsigned>(ctas), kW * 32, smem, stream>>>(q);
   return last_error();
 }
 
