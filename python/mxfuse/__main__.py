@@ -76,6 +76,30 @@ def demo(device_name: str | None, steps: int, layers: int, hidden: int, tokens: 
     y8_u = ops.mxfp8_scaled_mm(codes_u, scales_u, w8, w8_scale, dt, b_scale_layout="1x32")
     mm_equal = torch.equal(y8.view(torch.int16), y8_u.view(torch.int16))
 
+    # The attention front of a Qwen3-Next full-attention layer (16 q heads with output gate, 2 kv
+    # heads, head_dim 256, RoPE on 64 dims, fp8 KV cache): the one-launch op against the unfused
+    # ops, every output and in-place tensor bit for bit.
+    hq, hkv, d, rd = 16, 2, 256, 64
+    wq = torch.randn(hq * d * 2 + 2 * hkv * d, hidden, dtype=dt, device=device) * hidden ** -0.5
+    front_w = ops.mxfp6_pack(wq)
+    ang = torch.arange(4096, dtype=torch.float32, device=device)[:, None] * torch.rand(rd // 2, device=device)
+    front_args = dict(input_norm_weight=norm_w[0], packed=front_w[0], scales=front_w[1],
+                      q_norm_weight=torch.randn(d, dtype=dt, device=device) * 0.1,
+                      k_norm_weight=torch.randn(d, dtype=dt, device=device) * 0.1,
+                      cos_sin_cache=torch.cat([ang.cos(), ang.sin()], dim=1),
+                      positions=torch.randint(0, 4096, (tokens,), device=device),
+                      slot_mapping=torch.randperm(64, device=device)[:tokens],
+                      k_scale=torch.tensor([0.5], device=device), v_scale=torch.tensor([0.25], device=device))
+    front_kw = dict(num_q_heads=hq, num_kv_heads=hkv, head_dim=d, rotary_dim=rd, output_gate=True)
+    outs = []
+    for fn, extra in ((ops.attention_front, {"fused": True}), (ops.attention_front_unfused, {})):
+        r = r_fused.clone()
+        kc = torch.zeros(4, 16, hkv, d, dtype=torch.uint8, device=device).view(torch.float8_e4m3fn)
+        vc = kc.clone()
+        q, g = fn(x0, r, key_cache=kc, value_cache=vc, **front_args, **front_kw, **extra)
+        outs.append([t.view(torch.uint8) for t in (q, g, r, kc, vc)])
+    front_equal = all(torch.equal(a, b) for a, b in zip(*outs))
+
     time_us = _timer(device)
     reps = 50 if device.type == "cuda" else 5
     x, r, w = x0, r_fused.clone(), norm_w[0]
@@ -97,7 +121,9 @@ def demo(device_name: str | None, steps: int, layers: int, hidden: int, tokens: 
     print(f"final residual stream equal: {torch.equal(x_fused.view(torch.int16), x_unfused.view(torch.int16))}")
     print(f"mxfp8_linear(QuantizedActivation) == mxfp8_scaled_mm(unfused codes): "
           f"{'EQUAL, bit for bit' if mm_equal else 'MISMATCH'}")
-    return 0 if all_equal and mm_equal else 1
+    print(f"attention_front (fused op) == attention_front_unfused (q, gate, residual, KV caches): "
+          f"{'EQUAL, bit for bit' if front_equal else 'MISMATCH'}")
+    return 0 if all_equal and mm_equal and front_equal else 1
 
 
 def bench() -> int:
@@ -107,7 +133,7 @@ def bench() -> int:
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
     rc = 0
     for script in ("bench_norm_quant.py", "bench_mxfp6_linear.py", "bench_layer_front.py",
-                   "bench_mxfp8_mm.py"):
+                   "bench_mxfp8_mm.py", "bench_attention_front.py"):
         rc |= subprocess.call([sys.executable, os.path.join(root, "benchmarks", script)], cwd=root)
     return rc
 
