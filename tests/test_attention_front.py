@@ -443,3 +443,30 @@ def test_gpu_default_dispatch_same_bits(m, hidden_cfg):
     auto = f.run(mxfuse.attention_front)
     one = f.run()
     assert_front_equal(list(auto), list(one), "default dispatch vs one launch")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_tokens(device):
+    f = Front(SMALL[0], 1, torch.bfloat16, device)
+    for name in ("x", "residual", "positions", "slot_mapping"):
+        setattr(f, name, getattr(f, name)[:0])
+    q, gate, r, kc, vc = f.run()
+    assert q.shape == (0, 2, 64) and gate.shape == (0, 2, 64)
+    assert_bitwise_equal(kc.view(torch.uint8), f.fresh()[1].view(torch.uint8), "cache untouched")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strided_rows(device):
+    """x and residual as row views of wider buffers (row strides past hidden, and an odd offset
+    for x, so its rows are not 16-byte aligned)."""
+    f = Front(SMALL[0], 5, torch.bfloat16, device, seed=3)
+    wide_x = torch.zeros(5, 256 + 9, dtype=torch.bfloat16, device=device)
+    wide_x[:, 1:257] = f.x
+    wide_r = torch.zeros(5, 256 + 64, dtype=torch.bfloat16, device=device)
+    want = f.run()
+    f.x = wide_x[:, 1:257]
+    r, kc, vc = f.fresh()
+    wide_r[:, :256] = r
+    q, gate = mxfuse.attention_front(*f.args(wide_r[:, :256], kc, vc), **f.kw, fused=True)
+    assert_front_equal([q, gate, wide_r[:, :256], kc, vc], list(want), "strided rows")
+    assert not wide_r[:, 256:].any(), "bytes past the residual rows must stay untouched"
