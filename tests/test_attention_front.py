@@ -470,3 +470,19 @@ def test_strided_rows(device):
     q, gate = mxfuse.attention_front(*f.args(wide_r[:, :256], kc, vc), **f.kw, fused=True)
     assert_front_equal([q, gate, wide_r[:, :256], kc, vc], list(want), "strided rows")
     assert not wide_r[:, 256:].any(), "bytes past the residual rows must stay untouched"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph_default_workspace_and_dispatch(device):
+    f = Front(SMALL[0], 3, torch.bfloat16, device)
+
+    def step(*a):
+        return mxfuse.attention_front(*a, **f.kw)
+
+    mxfuse.attention_front(*f.args(*f.fresh()), **f.kw)  # eager first: the per-device workspace exists
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    r1, kc1, vc1 = f.fresh()
+    r2, kc2, vc2 = f.fresh()
+    got, want = compiled(*f.args(r1, kc1, vc1)), step(*f.args(r2, kc2, vc2))
+    assert_front_equal([*got, r1, kc1, vc1], [*want, r2, kc2, vc2], "compiled, default workspace")
+    assert OPS.attention_front_workspace_size(3, f.n, f.d) == 1 * (f.n // f.d + 1)

@@ -329,7 +329,8 @@ def attention_front(x: Tensor, residual: Tensor, input_norm_weight: Tensor, pack
                                        output_gate=output_gate, eps=eps, weight_offset=weight_offset)
     if workspace is None:
         n = packed.shape[0] * 16
-        need = int(_ops.attention_front_workspace_size(x.shape[0], n, head_dim)) if head_dim > 0 else 0
+        # mxfuse::attention_front_workspace_size, in Python so that torch.compile traces through it.
+        need = -(-x.shape[0] // 8) * (n // head_dim + 1) if head_dim > 0 else 0
         workspace = _default_workspace(x, need)
     return _ops.attention_front(x, residual, input_norm_weight, packed, scales, q_norm_weight,
                                 k_norm_weight, cos_sin_cache, positions, slot_mapping, key_cache,
