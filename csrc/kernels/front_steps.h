@@ -1,11 +1,10 @@
 // Device steps of the attention front shared by the unfused kernels (attention_front.cu) and the
-// fused kernel (mxfp6.cu): a block-wide canonical sum of squares, one head's norm + RoPE, and the
-// KV-cache stores. Every formula is csrc/core's, so fused and unfused give the same bits.
+// fused kernel (mxfp6.cu): coherent loads, RoPE of one head row and the KV-cache stores. Every
+// formula is csrc/core's, so fused and unfused give the same bits.
 #pragma once
 
 #include "../core/attention.h"
 #include "../core/params.h"
-#include "../core/rmsnorm.h"
 
 namespace mxf::kernels {
 
@@ -14,29 +13,6 @@ MXF_DEV float load_coherent(const void* base, int64_t i, Dtype d) {
   if (d == Dtype::kFP32) return *(static_cast<const volatile float*>(base) + i);
   const uint16_t b = *(static_cast<const volatile uint16_t*>(base) + i);
   return d == Dtype::kBF16 ? bf16_to_f32(b) : fp16_to_f32(b);
-}
-
-// The canonical sum of squares (csrc/core/rmsnorm.h) of one row of n values, value(j) in fp32,
-// by the whole block; `red` is kVirtualLanes floats of shared memory. Every thread gets the total.
-template <typename F>
-MXF_DEV float block_canonical_sumsq(const F& value, int64_t n, float* red) {
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  for (int l = threadIdx.x; l < kVirtualLanes; l += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t c = l; c < chunks; c += kVirtualLanes) {
-      const int64_t end = (c + 1) * kChunk < n ? (c + 1) * kChunk : n;
-      for (int64_t e = c * kChunk; e < end; ++e) acc = sumsq_step(acc, value(e));
-    }
-    red[l] = acc;
-  }
-  __syncthreads();
-  for (int d = kVirtualLanes / 2; d >= 1; d >>= 1) {
-    for (int l = threadIdx.x; l < d; l += blockDim.x) red[l] = add_rn(red[l], red[l + d]);
-    __syncthreads();
-  }
-  const float total = red[0];
-  __syncthreads();  // `red` may be reused
-  return total;
 }
 
 // Element i of one head row `v` (d values, already normed and rounded, in shared memory) after

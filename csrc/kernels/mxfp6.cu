@@ -24,6 +24,7 @@
 
 #include "../core/mxfp6_layout.h"
 #include "../core/mx.h"
+#include "../core/rmsnorm.h"
 #include "arch.h"
 #include "attention_front.h"
 #include "front_steps.h"
@@ -165,12 +166,6 @@ MXF_DEV const void* front_x(const FrontParams& f, uint8_t* smem, int linear_smem
   return static_cast<const uint16_t*>(f.linear.x) + (blockIdx.x % kFrontYCopies) * f.linear.m * f.linear.k;
 }
 
-// Attention front, before the projection: this CTA's token rows of the projection input,
-// y = input norm of round(x + residual), into the CTA's copy of the y buffer (the linear's x).
-// Every CTA computes the same bits for the rows it needs, so no CTA waits for another; the
-// residual itself is written back only at the end (front_epilogue), after every CTA has read it.
-// All rows at once: lane partials of the canonical sum (csrc/core/rmsnorm.h) per (row, lane),
-// one tree for all rows, then y chunk by chunk.
 // Lane partials of the canonical sums of up to kRowsX rows, shared by the prologue and epilogue.
 template <int kRowsX>
 MXF_DEV float (*front_red())[kVirtualLanes] {
@@ -189,6 +184,12 @@ MXF_DEV void front_tree(float (*red)[kVirtualLanes], int rows) {
   }
 }
 
+// Attention front, before the projection: this CTA's token rows of the projection input,
+// y = input norm of round(x + residual), into x_rows (front_x: the linear's x).
+// Every CTA computes the same bits for the rows it needs, so no CTA waits for another; the
+// residual itself is written back only at the end (front_epilogue), after every CTA has read it.
+// All rows at once: lane partials of the canonical sum (csrc/core/rmsnorm.h) per (row, lane),
+// one tree for all rows, then y chunk by chunk.
 template <int kRowsX>
 MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, const void* x_rows) {
   float (*const red)[kVirtualLanes] = front_red<kRowsX>();
