@@ -436,7 +436,7 @@ def test_gpu_unfused_blocks_equal_cpu():
 
 
 @requires_cuda
-@pytest.mark.parametrize("m,hidden_cfg", [(1, QWEN3_NEXT), (4, QWEN3_NEXT), (1, (6144, 32, 4, 128, 64, True))])
+@pytest.mark.parametrize("m,hidden_cfg", [(1, QWEN3_NEXT), (2, QWEN3_NEXT), (4, QWEN3_NEXT), (1, (6144, 32, 4, 128, 64, True))])
 def test_gpu_default_dispatch_same_bits(m, hidden_cfg):
     """fused=None picks the faster path; the bits do not depend on the pick."""
     f = Front(hidden_cfg, m, torch.bfloat16, "cuda", max_pos=4096, blocks=8, block_size=16)

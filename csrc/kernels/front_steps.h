@@ -15,6 +15,17 @@ MXF_DEV float load_coherent(const void* base, int64_t i, Dtype d) {
   return d == Dtype::kBF16 ? bf16_to_f32(b) : fp16_to_f32(b);
 }
 
+// Eight 16-bit values (16 bytes at p, 16-byte aligned) that other CTAs of the same kernel wrote:
+// one load cached in L2 only (CUDA), or four volatile words (HIP, as load_coherent).
+MXF_DEV uint4 load_coherent16(const void* p) {
+#if defined(MXF_CUDA)
+  return __ldcg(static_cast<const uint4*>(p));
+#else
+  const volatile uint32_t* w = static_cast<const volatile uint32_t*>(p);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+#endif
+}
+
 // Element i of one head row `v` (d values, already normed and rounded, in shared memory) after
 // NeoX RoPE at position `pos`, rounded to act. A position outside the cache gives NaN (the GPU
 // cannot report it without a host sync; the CPU ops reject it).

@@ -184,6 +184,24 @@ MXF_DEV void front_tree(float (*red)[kVirtualLanes], int rows) {
   }
 }
 
+// Rows of one chunk column loaded per thread before any is used: a thread's loads of one round are
+// in flight together, so a CTA pays one latency per round instead of one per chunk.
+constexpr int kFrontBatch = 4;
+
+// s = round(x + residual) of one chunk (SPEC §3), from the raw 16-bit chunks of x and residual.
+MXF_DEV Chunk8 front_s(uint4 x, uint4 r, Dtype act) {
+  const Chunk8 a = widen8(x, act), b = widen8(r, act);
+  Chunk8 sv;
+#pragma unroll
+  for (int i = 0; i < kChunk; ++i) sv.v[i] = round_to_dtype(add_rn(a.v[i], b.v[i]), act);
+  return sv;
+}
+
+// Chunk c of row r of a 16-bit matrix with rows `stride16` 16-byte units apart (aligned rows).
+MXF_DEV uint4 ld_chunk16(const void* base, int stride16, int r, int c) {
+  return static_cast<const uint4*>(base)[r * stride16 + c];
+}
+
 // Attention front, before the projection: this CTA's token rows of the projection input,
 // y = input norm of round(x + residual), into x_rows (front_x: the linear's x).
 // Every CTA computes the same bits for the rows it needs, so no CTA waits for another; the
@@ -234,12 +252,51 @@ MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, const void* x_rows
   __syncthreads();
 }
 
+// Rows m .. m + nr - 1 of head segment sg of the projection output (written by other CTAs of this
+// kernel: coherent loads) into hv [nr][d] as floats; 16-byte loads, kFrontBatch per thread at a
+// time, when `vec` (d % 8 == 0 and aligned rows). The op's checks (head_dim % 16 == 0, a qkv
+// buffer of its own) make `vec` true for every call today; the element loop keeps the function
+// correct without them.
+MXF_DEV void front_stage_head(const Fp6LinearParams& lp, int64_t sg, int64_t d, int64_t m, int nr, float* hv,
+                              bool vec) {
+  const Dtype act = lp.act;
+  if (!vec) {
+    for (int64_t it = threadIdx.x; it < nr * d; it += blockDim.x) {
+      hv[it] = load_coherent(lp.out, (m + it / d) * lp.n + sg * d + it % d, act);
+    }
+    return;
+  }
+  const int dch = static_cast<int>(d / kChunk), total = nr * dch;
+  const int threads = static_cast<int>(blockDim.x);
+  for (int it0 = threadIdx.x; it0 < total; it0 += kFrontBatch * threads) {
+    uint4 raw[kFrontBatch] = {};
+#pragma unroll
+    for (int u = 0; u < kFrontBatch; ++u) {
+      const int it = it0 + u * threads;
+      if (it < total) {
+        raw[u] = load_coherent16(static_cast<const uint16_t*>(lp.out) + (m + it / dch) * lp.n + sg * d +
+                                 it % dch * kChunk);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kFrontBatch; ++u) {
+      const int it = it0 + u * threads;
+      if (it < total) {
+        const Chunk8 v = widen8(raw[u], act);
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) hv[it * kChunk + i] = v.v[i];
+      }
+    }
+  }
+}
+
 // Attention front, after the projection: the CTA that completes a head segment (d qkv rows) for
 // its block of token rows runs that segment's steps: q and k heads are normed and rotated (q to
 // its output, k to the cache), gate heads are copied, v heads go to the cache. The CTA that
 // completes the last segment of the block also writes the new residual rows. Completion is
 // counted in `f.counters` (zero on entry; each counter is reset by the CTA that completes it).
-// `smem_bytes` of dynamic shared memory (the rings, no longer in use) hold normed head rows.
+// `smem_bytes` of dynamic shared memory (the rings, no longer in use) hold the head rows, staged
+// with 16-byte coherent loads.
 template <int kRowsX>
 MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int smem_bytes, int64_t row0, int rows_w,
                             int64_t m0) {
@@ -274,34 +331,63 @@ MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int smem_bytes,
   float* const hv = reinterpret_cast<float*>(smem);  // [rb][d]
   const int rb = static_cast<int>(smem_bytes / 4 / d < rows ? smem_bytes / 4 / d : rows);
   const int64_t q_segs = f.q_heads * (f.output_gate ? 2 : 1), row_elems = f.kv_heads * d;
+  const bool vq = d % kChunk == 0 && lp.n % kChunk == 0 && aligned16(lp.out);
+  const int threads = static_cast<int>(blockDim.x);
   for (int t = 0; t < n_duty; ++t) {
     const int64_t sg = duty[t];
     if (sg == segs) {  // the residual rows: round(x + residual), as the prologue computed them
-      for (int64_t it = threadIdx.x; it < rows * lp.k; it += blockDim.x) {
-        const int64_t m = m0 + it / lp.k, j = it % lp.k;
-        const float v = round_to_dtype(add_rn(load_as_f32(f.x, m * f.x_stride + j, act),
-                                              load_as_f32(f.residual, m * f.r_stride + j, act)), act);
-        store_from_f32(f.residual, m * f.r_stride + j, act, v);
+      const int chunks = static_cast<int>(lp.k / kChunk);
+      const bool vec = aligned16(f.x) && f.x_stride % 8 == 0 && aligned16(f.residual) && f.r_stride % 8 == 0;
+      const uint16_t* const xs = static_cast<const uint16_t*>(f.x) + m0 * f.x_stride;
+      uint16_t* const rs = static_cast<uint16_t*>(f.residual) + m0 * f.r_stride;
+      if (!vec) {
+        for (int it = threadIdx.x; it < rows * chunks; it += threads) {
+          const int r = it / chunks, c = it % chunks;
+          const uint4 s = narrow8(front_s(load_raw(xs + r * f.x_stride, c, lp.k, act, false).lo,
+                                          load_raw(rs + r * f.r_stride, c, lp.k, act, false).lo, act), act);
+          store_packed(rs + r * f.r_stride, c, lp.k, false, s);
+        }
+        continue;
+      }
+      const int xs16 = static_cast<int>(f.x_stride / 8), rs16 = static_cast<int>(f.r_stride / 8);
+      for (int c = threadIdx.x; c < chunks; c += threads) {
+        for (int r0 = 0; r0 < rows; r0 += kFrontBatch) {
+          uint4 a[kFrontBatch], b[kFrontBatch];
+#pragma unroll
+          for (int u = 0; u < kFrontBatch; ++u) {
+            const int r = r0 + u < rows ? r0 + u : rows - 1;
+            a[u] = ld_chunk16(xs, xs16, r, c);
+            b[u] = ld_chunk16(rs, rs16, r, c);
+          }
+#pragma unroll
+          for (int u = 0; u < kFrontBatch; ++u) {
+            if (r0 + u < rows) reinterpret_cast<uint4*>(rs)[(r0 + u) * rs16 + c] = narrow8(front_s(a[u], b[u], act), act);
+          }
+        }
       }
       continue;
     }
     const bool is_q = sg < q_segs && !(f.output_gate && sg % 2 == 1);
     const bool is_gate = sg < q_segs && !is_q;
     const bool is_k = sg >= q_segs && sg < q_segs + f.kv_heads;
-    const auto qkv_at = [&](int64_t m, int64_t j) { return load_coherent(lp.out, m * lp.n + sg * d + j, act); };
-    if (is_gate) {
-      for (int64_t it = threadIdx.x; it < rows * d; it += blockDim.x) {
-        const int64_t m = m0 + it / d, j = it % d;
-        store_from_f32(f.gate, (m * f.q_heads + sg / 2) * d + j, act, qkv_at(m, j));
-      }
-      continue;
-    }
-    if (!is_q && !is_k) {  // v
-      for (int64_t it = threadIdx.x; it < rows * d; it += blockDim.x) {
-        const int64_t m = m0 + it / d, j = it % d, slot = f.cache.slot_mapping[m];
-        if (!kv_slot_valid(slot, f.cache.slots)) continue;
-        cache_store(f.cache.value_cache, slot * row_elems + (sg - q_segs - f.kv_heads) * d + j, qkv_at(m, j),
-                    f.cache.v_scale, f.cache.fp8, act);
+    if (!is_q && !is_k) {  // copies: the gate heads, or v to the cache
+      for (int r0 = 0; r0 < rows; r0 += rb) {
+        const int nr = rows - r0 < rb ? rows - r0 : rb;
+        front_stage_head(lp, sg, d, m0 + r0, nr, hv, vq);
+        __syncthreads();
+        for (int64_t it = threadIdx.x; it < nr * d; it += threads) {
+          const int64_t m = m0 + r0 + it / d, j = it % d;
+          if (is_gate) {
+            store_from_f32(f.gate, (m * f.q_heads + sg / 2) * d + j, act, hv[it]);
+            continue;
+          }
+          const int64_t slot = f.cache.slot_mapping[m];
+          if (kv_slot_valid(slot, f.cache.slots)) {
+            cache_store(f.cache.value_cache, slot * row_elems + (sg - q_segs - f.kv_heads) * d + j, hv[it],
+                        f.cache.v_scale, f.cache.fp8, act);
+          }
+        }
+        __syncthreads();  // hv is reused
       }
       continue;
     }
@@ -311,25 +397,27 @@ MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int smem_bytes,
     const int64_t chunks = (d + kChunk - 1) / kChunk;
     for (int r0 = 0; r0 < rows; r0 += rb) {
       const int nr = rows - r0 < rb ? rows - r0 : rb;
-      for (int it = threadIdx.x; it < nr * kVirtualLanes; it += blockDim.x) {
+      front_stage_head(lp, sg, d, m0 + r0, nr, hv, vq);
+      __syncthreads();
+      for (int it = threadIdx.x; it < nr * kVirtualLanes; it += threads) {
         const int r = it / kVirtualLanes, l = it % kVirtualLanes;
         float acc = 0.0f;
         for (int64_t c = l; c < chunks; c += kVirtualLanes) {
           const int64_t e_end = (c + 1) * kChunk < d ? (c + 1) * kChunk : d;
-          for (int64_t e = c * kChunk; e < e_end; ++e) acc = sumsq_step(acc, qkv_at(m0 + r0 + r, e));
+          for (int64_t e = c * kChunk; e < e_end; ++e) acc = sumsq_step(acc, hv[r * d + e]);
         }
         red[r][l] = acc;
       }
       __syncthreads();
       front_tree(red, nr);
-      for (int64_t it = threadIdx.x; it < nr * d; it += blockDim.x) {
+      for (int64_t it = threadIdx.x; it < nr * d; it += threads) {
         const int r = static_cast<int>(it / d);
         const int64_t j = it % d;
         const float rstd = rstd_from_sumsq(red[r][0], d, f.eps);
-        hv[it] = round_to_dtype(norm_value(qkv_at(m0 + r0 + r, j), rstd, add_rn(load_as_f32(w, j, wd), f.weight_offset)), act);
+        hv[it] = round_to_dtype(norm_value(hv[it], rstd, add_rn(load_as_f32(w, j, wd), f.weight_offset)), act);
       }
       __syncthreads();
-      for (int64_t it = threadIdx.x; it < nr * d; it += blockDim.x) {
+      for (int64_t it = threadIdx.x; it < nr * d; it += threads) {
         const int r = static_cast<int>(it / d);
         const int64_t j = it % d, m = m0 + r0 + r, pos = f.rope.positions[m];
         const float o = rope_value(hv + r * d, j, pos, f.rope, act);
@@ -860,10 +948,16 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
   P q = pp;  // the launched parameters (the front's shared-memory decision added)
   if constexpr (std::is_same_v<P, FrontParams>) {
     // The CTA's normed rows in shared memory when they fit next to the linear's and the front's
-    // static buffers (8 or 16 KB); otherwise in the global copies.
+    // static buffers (8 or 16 KB) without costing a wave: every CTA must still be resident at
+    // once (ceil(CTAs / SMs) per SM). Otherwise in the global copies. (Shared memory that took
+    // the linear from three CTAs per SM to one or two, 2048 -> 9216 at M = 8, made the call
+    // several times slower: docs/PERF_NOTES.md.)
     const int64_t rows = p.m < kRowsX ? p.m : kRowsX, y_bytes = rows * p.k * 2;
     const int64_t static_bytes = kRowsX * kVirtualLanes * 4 + 64;
-    q.y_smem_bytes = p.smem_optin > 0 && smem + y_bytes + static_bytes <= p.smem_optin ? static_cast<int>(y_bytes) : 0;
+    const int64_t share = p.num_sms > 0 ? (ctas + p.num_sms - 1) / p.num_sms : 1;
+    const bool fits = p.smem_optin > 0 && smem + y_bytes + static_bytes <= p.smem_optin &&
+                      (p.smem_per_sm <= 0 || (smem + y_bytes + static_bytes + p.smem_reserved) * share <= p.smem_per_sm);
+    q.y_smem_bytes = fits ? static_cast<int>(y_bytes) : 0;
     smem += q.y_smem_bytes;
   }
   error_t e = set_max_dynamic_smem(kernel, smem);
