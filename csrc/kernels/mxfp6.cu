@@ -1114,6 +1114,13 @@ error_t launch_linear_split(const P& pp, int split, stream_t stream) {
 template <Dtype kAct, int kNB, typename P>
 error_t launch_linear_typed(const P& pp, stream_t stream) {
   const LinearShape s = linear_shape(linear_of(pp));
+#if !defined(MXF_CUDA)
+  // No mma path off NVIDIA: every launch shape runs the same portable body (one output per thread
+  // and step, exact-order sums per output), so one shape gives every weight the same bits as any
+  // other would, and the HIP build compiles one kernel per dtype and row block instead of dozens.
+  (void)s;
+  return launch_linear_cfg<kAct, kNB, 1, 4, 1, 1, 1, P>(pp, stream);
+#else
   if (s.rt == 2) {
     if (s.warps == 4) return launch_linear_split<kAct, kNB, 2, 4>(pp, s.split, stream);
     // Eight warps with two row tiles and two n8 blocks would spill at the register count that
@@ -1126,6 +1133,7 @@ error_t launch_linear_typed(const P& pp, stream_t stream) {
   }
   return s.warps == 8 ? launch_linear_split<kAct, kNB, 1, 8>(pp, s.split, stream)
                       : launch_linear_split<kAct, kNB, 1, 4>(pp, s.split, stream);
+#endif
 }
 
 }  // namespace
