@@ -125,7 +125,7 @@ def main() -> None:
     for mode in MODES:
         header += [f"{mode}: us", f"{mode}: x unfused", f"{mode}: x bf16 chain"]
     md = (f"# Attention front of a decode step (SPEC §6), {harness.environment()['device']}\n\n"
-          f"Command: `python benchmarks/bench_attention_front.py`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
+          f"Command: `{harness.command()}`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
           f"calls cycling {harness.INPUT_SETS} sets of weights, inputs and fp8 caches, best of {harness.REPLAYS}. "
           f"`attention_front` is one launch, timed in each `mxfuse.set_pdl` mode; \"unfused\" is "
           f"`mxfuse.attention_front_unfused` (7 launches: add + norm, mxfp6_linear, two head norms, two RoPEs, "

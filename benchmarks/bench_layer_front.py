@@ -95,7 +95,7 @@ def main() -> None:
         header += [f"{mode}: us", f"{mode}: x bf16 pair"]
     md = (f"# Decode layer front: residual add + Gemma RMSNorm, then MXFP6 qkv projection (bf16), "
           f"{harness.environment()['device']}\n\n"
-          f"Command: `python benchmarks/bench_layer_front.py`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
+          f"Command: `{harness.command()}`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
           f"fronts cycling {harness.INPUT_SETS} weight and input sets, best of {harness.REPLAYS}. Each front is "
           f"`gemma_fused_add_rmsnorm` then `mxfp6_linear` in each `mxfuse.set_pdl` mode; the baseline is the "
           f"same norm then bf16 `F.linear` (cuBLAS) on the rounded weights. \"norm + linear alone\" adds the two "

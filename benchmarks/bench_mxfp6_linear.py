@@ -97,7 +97,7 @@ def main() -> None:
     for mode in args.pdl:
         header += [f"{mode}: us", f"{mode}: x bf16", f"{mode}: % copy"]
     md = (f"# MXFP6 W6A16 decode linear (bf16 activations), {harness.environment()['device']}\n\n"
-          f"Command: `python benchmarks/bench_mxfp6_linear.py`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
+          f"Command: `{harness.command()}`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
           f"calls cycling {harness.INPUT_SETS} weight and input sets, best of {harness.REPLAYS}; copy "
           f"bandwidth {copy_gbs:.0f} GB/s measured in the same run. Bytes (mxfp6): packed + scales + x + out. "
           f"mxfp6_linear in each `mxfuse.set_pdl` mode ({', '.join(args.pdl)}; the default is on); "

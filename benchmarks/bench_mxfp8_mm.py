@@ -78,7 +78,7 @@ def main() -> None:
     header = ["N x K", "M", "bf16 F.linear us", "dequantize+F.linear us", "mxfp8_scaled_mm us",
               "x bf16", "% copy"]
     md = (f"# MXFP8 x MXFP8 GEMM (portable exact kernel), {harness.environment()['device']}\n\n"
-          f"Command: `python benchmarks/bench_mxfp8_mm.py`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
+          f"Command: `{harness.command()}`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
           f"calls cycling {harness.INPUT_SETS} weight and input sets, best of {harness.REPLAYS}; copy "
           f"bandwidth {copy_gbs:.0f} GB/s in the same run. Bytes (mxfp8): codes + scales of a and b + out "
           f"(bf16). The kernel runs the CPU op's summation order on the CUDA cores (exact, bit-identical "

@@ -110,7 +110,7 @@ def main() -> None:
     header = ["hidden", "M", "fused us", "fused GB/s", "% copy", "separate us", "speedup vs separate",
               "compile(ref) us", "speedup vs compile", "plain add+norm us", "fused / plain"]
     md = (f"# Fused add + Gemma RMSNorm + MXFP8 quant (bf16), {harness.environment()['device']}\n\n"
-          f"Command: `python benchmarks/bench_norm_quant.py`. One CUDA graph of {harness.CALLS_PER_GRAPH} calls "
+          f"Command: `{harness.command()}`. One CUDA graph of {harness.CALLS_PER_GRAPH} calls "
           f"cycling {harness.INPUT_SETS} input sets, best of {harness.REPLAYS}; copy bandwidth "
           f"{copy_gbs:.0f} GB/s measured in the same run. Bytes: read x, residual, weight; write residual, "
           "codes, scales.\n\n" + harness.md_table(header, table))

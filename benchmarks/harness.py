@@ -111,6 +111,21 @@ def environment() -> dict:
             "command": " ".join([os.path.basename(sys.executable)] + sys.argv)}
 
 
+def command() -> str:
+    """The benchmark's command line as run, for the markdown record: ``python <script> <args>``,
+    the script relative to the repository and ``--out`` left out (where the results went)."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    args, skip = [], False
+    for a in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif a == "--out":
+            skip = True
+        elif not a.startswith("--out="):
+            args.append(a)
+    return " ".join(["python", os.path.relpath(os.path.abspath(sys.argv[0]), repo)] + args)
+
+
 def write_results(path_base: str, payload: dict, markdown: str) -> None:
     os.makedirs(os.path.dirname(path_base) or ".", exist_ok=True)
     with open(path_base + ".json", "w") as f:
