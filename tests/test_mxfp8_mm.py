@@ -235,9 +235,11 @@ def test_gpu_equals_cpu_and_batch_invariant(layout):
         cpu = mm(a, asc, b, bsc, out_dtype, bias, layout)
         gpu = mm(a, asc, b, bsc, out_dtype, bias, layout, "cuda")
         assert_bitwise_equal(gpu, cpu, f"GPU vs CPU ({out_dtype})")
-        for i in (0, 17, 36):  # a row alone gives the bits it has in the batch
-            one = mm(a[i : i + 1], asc[i : i + 1], b, bsc, out_dtype, bias, layout, "cuda")
-            assert_bitwise_equal(one, gpu[i : i + 1], f"row {i} alone vs in the batch")
+        # A row alone, or in a batch of 2, 3 or 5 rows (every tile height of the GPU kernel:
+        # 1, 2, 4 and 8 rows of `a`), gives the bits it has in the batch of 37.
+        for i, rows in ((0, 1), (17, 1), (36, 1), (3, 2), (20, 3), (30, 5)):
+            part = mm(a[i : i + rows], asc[i : i + rows], b, bsc, out_dtype, bias, layout, "cuda")
+            assert_bitwise_equal(part, gpu[i : i + rows], f"rows {i}..{i + rows - 1} alone vs in the batch")
 
 
 # --- bad input -----------------------------------------------------------------------------------

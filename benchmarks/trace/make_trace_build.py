@@ -1,17 +1,21 @@
-"""Writes a timeline ("trace") build of the MXFP6 linear kernel: csrc/kernels/mxfp6.cu with
-%globaltimer stamps per warp. A measurement build only, never the shipped kernel.
+"""Turns the working tree into a timeline ("trace") build of the MXFP6 linear kernel:
+csrc/kernels/mxfp6_linear.cuh with %globaltimer stamps per warp. A measurement build only, never
+the shipped kernel.
 
 Lane 0 of every warp of a traced call records (24 u64 per warp): x's address, SM id and CTA
 index, its start (stamped before the record lookup, whose global loads take 1-3 us under load),
 the release of the PDL wait, each tile's landing (after its cp.async wait) and the end of its
 decode (up to 8 tiles), the end of the CTA reduction, of the cluster exchange and of the kernel.
 extern "C" hooks `mxf_trace_setup` / `mxf_trace_dump` are called through ctypes by
-trace_mxfp6_linear.py. On the GPU machine, from the repository root:
+trace_mxfp6_linear.py. The trace buffer is one device variable, so the build compiles the kernel
+family in one unit: the script patches the header in place, removes the per-entry units
+(mxfp6_{linear,front}_*.cu) and writes csrc/kernels/mxfp6_trace.cu, which defines every entry and
+the hooks. On the GPU machine, from the repository root:
 
-    python benchmarks/trace/make_trace_build.py /tmp/trace.cu
-    cp /tmp/trace.cu csrc/kernels/mxfp6.cu && rm -rf build python/mxfuse/_C*.so && make build
+    python benchmarks/trace/make_trace_build.py
+    rm -rf build python/mxfuse/_C*.so && make build
     python benchmarks/trace/trace_mxfp6_linear.py --out trace.json
-    git checkout csrc/kernels/mxfp6.cu   # then rebuild before any other measurement
+    git checkout csrc/kernels && rm csrc/kernels/mxfp6_trace.cu   # then rebuild before any other measurement
 
 Every edit asserts that its anchor occurs exactly once in the kernel source, so a kernel change
 that moves an anchor stops this script instead of giving a silently wrong trace.
@@ -82,8 +86,9 @@ EDITS = [
     ("  if (p.pdl == 2) grid_dep_wait();  // x and out only after the previous kernel has finished\n#endif\n",
      "  if (p.pdl == 2) grid_dep_wait();  // x and out only after the previous kernel has finished\n"
      "#endif\n  if (p.pdl == 2) TRACE(3);\n"),
-    ("    cp_async_wait<kStages - 2>();\n    sync_lanes();\n",
-     "    cp_async_wait<kStages - 2>();\n    sync_lanes();\n    if (i < 8) TRACE(4 + i);\n"),
+    # a tile's landing: its first ring item (whole tile, or first row tile) has landed
+    ("      cp_async_wait<kStages - 2>();\n      sync_lanes();\n",
+     "      cp_async_wait<kStages - 2>();\n      sync_lanes();\n      if (h == 0 && i < 8) TRACE(4 + i);\n"),
     ("    if (kV > 1 && i + 1 == cnt0) {  // chain 0 ends",
      "    if (i < 8) TRACE(12 + i);\n    if (kV > 1 && i + 1 == cnt0) {  // chain 0 ends"),
     ("  float v[kEl];\n", "  TRACE(20);\n  float v[kEl];\n"),
@@ -95,21 +100,40 @@ EDITS = [
 ]
 
 
+KERNELS = "csrc/kernels"
+HEADER_FILE = f"{KERNELS}/mxfp6_linear.cuh"
+ENTRIES = [(f"{kind}_{dt}_{m}", f"k{dt.upper()}", nb, params)
+           for kind, params in (("linear", "Fp6LinearParams"), ("front", "FrontParams"))
+           for dt in ("bf16", "fp16") for m, nb in (("m8", 1), ("m16", 2))]
+
+
 def main() -> None:
-    src = open("csrc/kernels/mxfp6.cu").read()
+    import glob
+    import os
+
+    src = open(HEADER_FILE).read()
     for old, new in EDITS:
         count = src.count(old)
         if count != 1:
             sys.exit(f"make_trace_build: anchor found {count} times, expected once:\n{old}")
         src = src.replace(old, new)
-    out = sys.argv[1] if len(sys.argv) > 1 else "trace.cu"
-    src += HOOKS
     for name, value in (("CALLS", CALLS), ("MAX_CTAS", MAX_CTAS), ("MAX_WARPS", MAX_WARPS),
                         ("FIELDS", FIELDS)):
         src = src.replace(f"@{name}@", str(value))
-    with open(out, "w") as f:
+    units = sorted(glob.glob(f"{KERNELS}/mxfp6_linear_*.cu") + glob.glob(f"{KERNELS}/mxfp6_front_*.cu"))
+    if len(units) != len(ENTRIES):
+        sys.exit(f"make_trace_build: expected {len(ENTRIES)} entry units, found {units}")
+    one = ['// Trace build (benchmarks/trace/make_trace_build.py): every entry and the hooks in one unit.',
+           '#include "mxfp6_linear.cuh"', '']
+    one += [f"MXF_FP6_DEFINE_ENTRY({n}, {d}, {nb}, {p})" for n, d, nb, p in ENTRIES]
+    hooks = HOOKS.replace("@CALLS@", str(CALLS))
+    with open(HEADER_FILE, "w") as f:
         f.write(src)
-    print(f"make_trace_build: wrote {out}")
+    for u in units:
+        os.remove(u)
+    with open(f"{KERNELS}/mxfp6_trace.cu", "w") as f:
+        f.write("\n".join(one) + "\n" + hooks)
+    print(f"make_trace_build: patched {HEADER_FILE}, merged {len(units)} units into {KERNELS}/mxfp6_trace.cu")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ namespace mxf::kernels {
 
 error_t launch_rope_neox(const RopeParams& p, stream_t stream);
 error_t launch_kv_cache_write(const KvCacheParams& p, stream_t stream);
-// One launch: the MXFP6 linear kernel with the front's prologue and epilogue (mxfp6.cu).
+// One launch: the MXFP6 linear kernel with the front's prologue and epilogue (mxfp6_linear.cuh).
 error_t launch_attention_front(const FrontParams& p, stream_t stream);
 
 }  // namespace mxf::kernels
