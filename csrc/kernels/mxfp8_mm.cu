@@ -13,7 +13,8 @@
 //      computes;
 //   2. lane j decodes its rows' block j four codes at a time and runs, for every (row, a row) pair,
 //      the block's 32 products left to right as fmas (each product is exact, so the fma's one
-//      rounding is the add's), then scales the dot with the one rounding of mxfp8_block_term;
+//      rounding is the add's), then scales the dot with the one rounding of mxfp8_block_term
+//      (block_term: one multiply when the scale power is a normal fp32);
 //      the terms go to shared memory;
 //   3. lane p of the group adds pair p's 32 terms to its accumulator in block order (read four
 //      at a time).
@@ -74,6 +75,19 @@ MXF_DEV float4 decode4(uint32_t w) {
   return make_float4(e4m3_decode_fast(w & 0xffu), e4m3_decode_fast((w >> 8) & 0xffu),
                      e4m3_decode_fast((w >> 16) & 0xffu), e4m3_decode_fast(w >> 24));
 #endif
+}
+
+// mxfp8_block_term(dot, sa, sb), with one multiply by 2^(sa + sb - 254) when that power is a
+// normal fp32 and neither scale is NaN: a multiply by an exact power of two rounds once, to
+// nearest even (into the subnormals or to Inf where the result lies there), exactly as ldexp_rn
+// does. Zero, Inf and NaN dots stay zero, Inf and NaN (NaN payloads are made canonical at the
+// store). Otherwise the general function.
+MXF_DEV float block_term(float dot, uint32_t sa, uint32_t sb) {
+  const int e = static_cast<int>(sa + sb) - 254;
+  if (sa != kE8M0NaN && sb != kE8M0NaN && e >= -126 && e <= 127) {
+    return mul_rn(dot, u2f(static_cast<uint32_t>(e + 127) << 23));
+  }
+  return mxfp8_block_term(dot, static_cast<uint8_t>(sa), static_cast<uint8_t>(sb));
 }
 
 template <int kMT>
@@ -193,10 +207,10 @@ __global__ void __launch_bounds__(kThreads, kMT >= 4 ? 4 : 5) fp8_mm_kernel(cons
           }
 #pragma unroll
           for (int r = 0; r < kRowsPerGroup; ++r) {
-            const uint8_t sb = bs_row[r][c0 + lane];
+            const uint32_t sb = bs_row[r][c0 + lane];
 #pragma unroll
             for (int m = 0; m < kMT; ++m) {
-              if (m < mt) t_s[group][r * kMT + m][lane] = mxfp8_block_term(dot[r][m], sa_s[m][lane], sb);
+              if (m < mt) t_s[group][r * kMT + m][lane] = block_term(dot[r][m], sa_s[m][lane], sb);
             }
           }
         }
