@@ -38,14 +38,30 @@ sources=("${kernels[@]}" tests/hip/*.hip.cpp "$@")
 # leaves the standard to torch's extension builder, which passes -std=c++20.
 flags=(-x hip -std=c++20 -O3 -ffp-contract=off -fno-fast-math -Wall -Wextra -Werror
        -DMXF_WITH_GPU=1 -Icsrc "${archs[@]/#/--offload-arch=}")
+# The sources compile in parallel, MXFUSE_HIP_JOBS at a time (default: every core); the report
+# below keeps the sources' order.
+jobs_max=${MXFUSE_HIP_JOBS:-$(nproc)}
+compile_one() {  # index, source
+  local obj="$work/$1.o"
+  if "$HIPCC" "${flags[@]}" -c "$2" -o "$obj" 2> "$work/$1.err"; then
+    echo ok > "$work/$1.status"
+  else
+    echo FAIL > "$work/$1.status"
+  fi
+}
+for i in "${!sources[@]}"; do
+  compile_one "$i" "${sources[$i]}" &
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+done
+wait
 failed=()
-for src in "${sources[@]}"; do
-  obj="$work/$(basename "$src").o"
-  if "$HIPCC" "${flags[@]}" -c "$src" -o "$obj" 2> "$work/err"; then
+for i in "${!sources[@]}"; do
+  src=${sources[$i]}
+  if [ "$(cat "$work/$i.status" 2>/dev/null)" = ok ]; then
     echo "check_hip: ok   $src"
   else
     echo "check_hip: FAIL $src"
-    cat "$work/err"
+    cat "$work/$i.err" 2>/dev/null
     failed+=("$src")
   fi
 done
