@@ -156,9 +156,15 @@ MXF_HD float e4m3_block_dot(const uint8_t* a, const uint8_t* b) {
   return s;
 }
 
+// dot * 2^(sa + sb - 254) with one rounding (ldexp_rn). When that power is a normal fp32 (the
+// usual case), one multiply by it gives the same result: a multiply by an exact power of two
+// rounds once, to nearest even, into the subnormals or to Inf where the result lies there; zero,
+// Inf and NaN stay zero, Inf and NaN (outputs make NaN canonical).
 MXF_HD float mxfp8_block_term(float dot, uint8_t sa, uint8_t sb) {
   if (sa == kE8M0NaN || sb == kE8M0NaN) return u2f(kF32QNaN);
-  return ldexp_rn(dot, static_cast<int>(sa) + static_cast<int>(sb) - 254);
+  const int e = static_cast<int>(sa) + static_cast<int>(sb) - 254;
+  if (e >= -126 && e <= 127) return mul_rn(dot, pow2f(e));
+  return ldexp_rn(dot, e);
 }
 
 // One output before the bias: rows a and b of K = 32 * blocks codes and their scale bytes.

@@ -13,8 +13,7 @@
 //      computes;
 //   2. lane j decodes its rows' block j four codes at a time and runs, for every (row, a row) pair,
 //      the block's 32 products left to right as fmas (each product is exact, so the fma's one
-//      rounding is the add's), then scales the dot with the one rounding of mxfp8_block_term
-//      (block_term: one multiply when the scale power is a normal fp32);
+//      rounding is the add's), then scales the dot with the one rounding of mxfp8_block_term;
 //      the terms go to shared memory;
 //   3. lane p of the group adds pair p's 32 terms to its accumulator in block order (read four
 //      at a time).
@@ -77,19 +76,6 @@ MXF_DEV float4 decode4(uint32_t w) {
 #endif
 }
 
-// mxfp8_block_term(dot, sa, sb), with one multiply by 2^(sa + sb - 254) when that power is a
-// normal fp32 and neither scale is NaN: a multiply by an exact power of two rounds once, to
-// nearest even (into the subnormals or to Inf where the result lies there), exactly as ldexp_rn
-// does. Zero, Inf and NaN dots stay zero, Inf and NaN (NaN payloads are made canonical at the
-// store). Otherwise the general function.
-MXF_DEV float block_term(float dot, uint32_t sa, uint32_t sb) {
-  const int e = static_cast<int>(sa + sb) - 254;
-  if (sa != kE8M0NaN && sb != kE8M0NaN && e >= -126 && e <= 127) {
-    return mul_rn(dot, u2f(static_cast<uint32_t>(e + 127) << 23));
-  }
-  return mxfp8_block_term(dot, static_cast<uint8_t>(sa), static_cast<uint8_t>(sb));
-}
-
 template <int kMT>
 __global__ void __launch_bounds__(kThreads, kMT >= 4 ? 4 : 5) fp8_mm_kernel(const Fp8MmParams p) {
   static_assert(kThreads * 2 == kRound * 8, "two words of `a` per thread, row and round");
@@ -123,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, kMT >= 4 ? 4 : 5) fp8_mm_kernel(cons
     for (int64_t t = t0; t < t_end; ++t) {
       const int64_t m0 = t * kMT;
       const int mt = static_cast<int>(p.m - m0 < kMT ? p.m - m0 : kMT);
-      float acc = 0.0f;  // lane p: output (m0 + pm, n0 + pr), block terms added in K order
+      float acc = 0.0f;  // lane p: output (m0 + pm, pn), block terms added in K order
       // This round's weight bytes (block c0 + lane of each row), loaded a round ahead.
       uint4 w[kRowsPerGroup][2];
       const auto load_w = [&](int64_t c0, uint4 (&dst)[kRowsPerGroup][2]) {
@@ -207,10 +193,10 @@ __global__ void __launch_bounds__(kThreads, kMT >= 4 ? 4 : 5) fp8_mm_kernel(cons
           }
 #pragma unroll
           for (int r = 0; r < kRowsPerGroup; ++r) {
-            const uint32_t sb = bs_row[r][c0 + lane];
+            const uint8_t sb = bs_row[r][c0 + lane];
 #pragma unroll
             for (int m = 0; m < kMT; ++m) {
-              if (m < mt) t_s[group][r * kMT + m][lane] = block_term(dot[r][m], sa_s[m][lane], sb);
+              if (m < mt) t_s[group][r * kMT + m][lane] = mxfp8_block_term(dot[r][m], sa_s[m][lane], sb);
             }
           }
         }

@@ -55,6 +55,29 @@ TEST(Mxfp8Mm, FastDecodeEqualsDecode) {
   }
 }
 
+// The block term takes one multiply where 2^(sa + sb - 254) is a normal fp32 and ldexp_rn
+// elsewhere: every scale pair gives ldexp_rn's bits, on dots that reach the subnormals with ties,
+// overflow, and zero, Inf and NaN.
+TEST(Mxfp8Mm, BlockTermIsLdexpForEveryScalePair) {
+  const float dots[] = {0.0f, -0.0f, 1.0f, -3.0f, 1.5f, 2.5f * std::ldexp(1.0f, -18),
+                        -448.0f * 448.0f * 32.0f, std::ldexp(1.0f, -18), 12345.678f,
+                        mxf::u2f(0x7f800000u)};
+  for (int sa = 0; sa < 255; ++sa) {
+    for (int sb = 0; sb < 255; ++sb) {
+      for (const float d : dots) {
+        const float want = mxf::ldexp_rn(d, sa + sb - 254);
+        const float got = mxf::mxfp8_block_term(d, static_cast<uint8_t>(sa), static_cast<uint8_t>(sb));
+        ASSERT_EQ(bits(got), bits(want)) << "dot " << d << ", scales " << sa << ", " << sb;
+      }
+      const float nan_term = mxf::mxfp8_block_term(mxf::u2f(0x7fc00000u), static_cast<uint8_t>(sa),
+                                                   static_cast<uint8_t>(sb));
+      ASSERT_TRUE(std::isnan(nan_term));
+    }
+  }
+  EXPECT_TRUE(std::isnan(mxf::mxfp8_block_term(1.0f, 255, 127)));
+  EXPECT_TRUE(std::isnan(mxf::mxfp8_block_term(1.0f, 127, 255)));
+}
+
 TEST(Mxfp8Mm, BlockTermAndRow) {
   uint8_t a[64] = {}, b[64] = {};
   a[3] = 0x7e;  // 448
