@@ -3,7 +3,6 @@
 // in the mxfp6_{linear,front}_*.cu units: one per activation dtype and x row block).
 #include "../core/mxfp6_layout.h"
 #include "../core/mx.h"
-#include "arch.h"
 #include "attention_front.h"
 #include "mxfp6.h"
 #include "mxfp6_entries.h"

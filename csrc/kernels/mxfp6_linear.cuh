@@ -36,7 +36,6 @@
 #include "arch.h"
 #include "attention_front.h"
 #include "front_steps.h"
-#include "mxfp6.h"
 #include "mxfp6_entries.h"
 #include "vec.h"
 
