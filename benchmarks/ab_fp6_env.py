@@ -1,0 +1,74 @@
+"""A/B of mxfp6_linear under an environment knob that the op reads at each launch (the shipped
+MXFUSE_FP6_ITEM_RT / _WARPS / _RT / _SPLIT, or one added by an experiment build): every value is
+captured in its own graph in one process, rounds alternate, and each value's best is kept. Each
+value must give the bits of the first (checked before timing), so only knobs that keep the
+summation order (ITEM_RT) or experiment knobs that claim to can be compared.
+
+    python benchmarks/ab_fp6_env.py --var MXFUSE_FP6_ITEM_RT --values 1 2 --shapes 12288x6144 --ms 1 8 16
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+import mxfuse  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--var", required=True)
+    ap.add_argument("--values", nargs="+", required=True)
+    ap.add_argument("--shapes", nargs="+", default=["12288x6144", "2560x6144"])
+    ap.add_argument("--ms", type=int, nargs="+", default=[1, 8, 16])
+    ap.add_argument("--pdl", nargs="+", default=["on"])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    res = []
+    for n, k in harness.parse_shapes(args.shapes):
+        ws, packs = [], []
+        for _ in range(harness.INPUT_SETS):
+            w = torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * 0.02
+            mxfuse.mxfp6_round_(w)
+            ws.append(w)
+            packs.append(mxfuse.mxfp6_pack(w))
+        for m in args.ms:
+            xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(harness.INPUT_SETS)]
+            for mode in args.pdl:
+                mxfuse.set_pdl(mode)
+                os.environ[args.var] = args.values[0]
+                ref = [mxfuse.mxfp6_linear(xs[i], *packs[i]) for i in range(2)]
+                for v in args.values:  # same bits under every variant
+                    os.environ[args.var] = v
+                    for i in range(2):
+                        y = mxfuse.mxfp6_linear(xs[i], *packs[i])
+                        if not torch.equal(y.view(torch.int16), ref[i].view(torch.int16)):
+                            raise SystemExit(f"{args.var}={v} changed the bits at {n}x{k} m={m} {mode}")
+                best = {v: float("inf") for v in args.values}
+                for _ in range(args.rounds):
+                    for v in args.values:
+                        os.environ[args.var] = v
+                        best[v] = min(best[v], harness.graph_time_us(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i])))
+                os.environ[args.var] = args.values[0]
+                dense = harness.graph_time_us(lambda i: F.linear(xs[i], ws[i]))
+                row = {"n": n, "k": k, "m": m, "pdl": mode, "bf16_us": dense, **{f"{args.var}={v}": best[v] for v in args.values}}
+                res.append(row)
+                print(f"{n}x{k} m={m:<3} {mode:<16} bf16 {dense:7.2f} | " +
+                      "  ".join(f"{v}: {best[v]:7.2f} ({dense / best[v]:.2f}x)" for v in args.values), flush=True)
+    mxfuse.set_pdl("on")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"command": harness.command(), "env": harness.environment(), "rows": res}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
