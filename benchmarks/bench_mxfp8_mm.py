@@ -1,7 +1,9 @@
-"""MXFP8 x MXFP8 GEMM on the GPU: mxfp8_scaled_mm (the exact kernel, CUDA cores) against bf16
-F.linear (cuBLAS) on the dequantized operands, and mxfp8_dequantize followed by F.linear. Weights
-cycle through 16 sets so they come from HBM. Outputs are checked bit for bit against the CPU op
-before timing.
+"""MXFP8 x MXFP8 GEMM on the GPU: mxfp8_scaled_mm with each kernel of ``set_fp8_mm_kernel`` (the
+exact one on the CUDA cores, and the tensor-core one on sm_89+) against bf16 F.linear (cuBLAS) on
+the dequantized operands, and mxfp8_dequantize followed by F.linear. Weights cycle through 16 sets
+so they come from HBM. Before timing, the exact kernel's output is checked bit for bit against the
+CPU op, and the tensor-core kernel's normwise error against float64 is reported next to the exact
+kernel's.
 
     python benchmarks/bench_mxfp8_mm.py [--out benchmarks/results/h200_mxfp8_mm]
 """
@@ -52,6 +54,15 @@ def main() -> None:
                 raise SystemExit(f"verification failed at {n}x{k} m={m}: GPU != CPU")
             want = ref.mxfp8_scaled_mm(*(t.cpu() for t in (*qs[0], *bs[0])))
             err = ((y.cpu().double() - want).norm() / want.norm()).item()
+            kernels = ["exact"] + (["tensor_cores"] if torch.cuda.get_device_capability() >= (8, 9) else [])
+            errs = {"exact": err}
+            if "tensor_cores" in kernels:
+                mxfuse.set_fp8_mm_kernel("tensor_cores")
+                y_tc = mxfuse.mxfp8_scaled_mm(*qs[0], *bs[0], torch.bfloat16, b_scale_layout="1x32")
+                mxfuse.set_fp8_mm_kernel("exact")
+                errs["tensor_cores"] = ((y_tc.cpu().double() - want).norm() / want.norm()).item()
+                if not errs["tensor_cores"] < 2 * err + 1e-6:
+                    raise SystemExit(f"tensor-core kernel at {n}x{k} m={m}: error {errs['tensor_cores']} vs {err}")
 
             def fp8(i):
                 mxfuse.mxfp8_scaled_mm(*qs[i], *bs[i], torch.bfloat16, b_scale_layout="1x32")
@@ -66,23 +77,36 @@ def main() -> None:
             p = {"n": n, "k": k, "m": m}
             fp8_bytes = n * k + n * k // 32 + m * k + m * k // 32 + m * n * 2
             dense_bytes = n * k * 2 + m * k * 2 + m * n * 2
-            t8, td, tq = (harness.graph_time_us(f) for f in (fp8, dense, deq_dense))
-            rows += [harness.make_row("mxfp8_scaled_mm", p, t8, fp8_bytes, copy_gbs, max_rel_err=err),
-                     harness.make_row("bf16_F.linear", p, td, dense_bytes, copy_gbs),
+            t8 = {}
+            for kern in kernels:
+                mxfuse.set_fp8_mm_kernel(kern)
+                t8[kern] = harness.graph_time_us(fp8)
+                rows.append(harness.make_row(f"mxfp8_scaled_mm[{kern}]", p, t8[kern], fp8_bytes, copy_gbs,
+                                             rel_err=errs[kern]))
+            mxfuse.set_fp8_mm_kernel("exact")
+            td, tq = (harness.graph_time_us(f) for f in (dense, deq_dense))
+            rows += [harness.make_row("bf16_F.linear", p, td, dense_bytes, copy_gbs),
                      harness.make_row("dequantize_then_F.linear", p, tq, dense_bytes, copy_gbs)]
-            table.append([f"{n}x{k}", m, td, tq, t8, td / t8, rows[-3].pct_copy])
-            print(f"{n}x{k} m={m:3d}: bf16 {td:8.2f} us  dequant+bf16 {tq:8.2f}  mxfp8_scaled_mm {t8:9.2f} "
-                  f"({td / t8:5.3f}x bf16, {rows[-3].pct_copy:4.1f}% copy)", flush=True)
+            line = [f"{n}x{k}", m, td, tq]
+            for kern in ("exact", "tensor_cores"):
+                line += [t8[kern], td / t8[kern], 100.0 * fp8_bytes / (t8[kern] * 1e-6) / (copy_gbs * 1e9),
+                         f"{errs[kern]:.2e}"] if kern in t8 else ["-", "-", "-", "-"]
+            table.append(line)
+            print(f"{n}x{k} m={m:3d}: bf16 {td:8.2f} us  dequant+bf16 {tq:8.2f}  " +
+                  "  ".join(f"{kern} {t8[kern]:9.2f} ({td / t8[kern]:5.3f}x bf16, err {errs[kern]:.2e})"
+                            for kern in t8), flush=True)
         del bs, bdq
         torch.cuda.empty_cache()
-    header = ["N x K", "M", "bf16 F.linear us", "dequantize+F.linear us", "mxfp8_scaled_mm us",
-              "x bf16", "% copy"]
-    md = (f"# MXFP8 x MXFP8 GEMM (exact kernel), {harness.environment()['device']}\n\n"
+    header = ["N x K", "M", "bf16 F.linear us", "dequantize+F.linear us"]
+    for kern in ("exact", "tensor_cores"):
+        header += [f"{kern}: us", f"{kern}: x bf16", f"{kern}: % copy", f"{kern}: rel err"]
+    md = (f"# MXFP8 x MXFP8 GEMM, {harness.environment()['device']}\n\n"
           f"Command: `{harness.command()}`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
           f"calls cycling {harness.INPUT_SETS} weight and input sets, best of {harness.REPLAYS}; copy "
           f"bandwidth {copy_gbs:.0f} GB/s in the same run. Bytes (mxfp8): codes + scales of a and b + out "
-          f"(bf16). The kernel runs the CPU op's summation order on the CUDA cores (exact, bit-identical "
-          f"to the CPU op); x bf16 < 1 means slower than cuBLAS bf16.\n\n" + harness.md_table(header, table))
+          f"(bf16). `exact`: the CPU op's summation order on the CUDA cores (bit-identical to the CPU op, "
+          f"checked); `tensor_cores`: block dots from FP8 mma (`mxfuse.set_fp8_mm_kernel`). x bf16 < 1 "
+          f"means slower than cuBLAS bf16; rel err: normwise, bf16 output against float64.\n\n" + harness.md_table(header, table))
     harness.write_results(args.out, {"env": harness.environment(), "copy_gbs": copy_gbs, "rows": rows}, md)
     print(md)
 

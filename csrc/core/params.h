@@ -102,6 +102,11 @@ struct Fp8MmParams {
   int b_scale_rows = 1;              // weight rows per b_scale row: 1 (1x32 blocks) or 32 (32x32)
   Dtype out_dtype = Dtype::kBF16;
   Dtype bias_dtype = Dtype::kFP32;
+  // GPU: the tensor-core kernel (NVIDIA sm_89+, set only where it runs) instead of the exact one
+  bool tensor_cores = false;
+  bool scale_words = false;          // both scale tensors 4-byte aligned and K % 128 == 0
+  int num_sms = 132;                 // of the device, to size the tensor-core launch
+  int tc_warps_override = 0;         // tests/benchmarks: warps per CTA of the tensor-core kernel
 };
 
 }  // namespace mxf

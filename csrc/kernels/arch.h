@@ -7,6 +7,10 @@
 #if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS) && MXF_CUDA_ARCH >= 800
 #define MXF_HAS_MMA_PIPE 1
 #endif
+// FP8 (E4M3) mma.sync (NVIDIA sm_89+).
+#if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS) && MXF_CUDA_ARCH >= 890
+#define MXF_HAS_FP8_MMA 1
+#endif
 // Thread-block clusters and distributed shared memory (NVIDIA sm_90+). Host code launches a
 // cluster kernel only on such a device; every other build runs clusters of one CTA.
 #if defined(MXF_CUDA) && defined(MXF_DEVICE_PASS) && MXF_CUDA_ARCH >= 900

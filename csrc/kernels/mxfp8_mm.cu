@@ -20,6 +20,8 @@
 // Every output's operations are the same whatever MT, the CTA shape or the grid: the bits depend
 // on the operands only. Groups meet only at __syncthreads, so the kernel does not depend on the
 // warp (or wavefront) width.
+#include <atomic>
+
 #include "../core/mx.h"
 #include "arch.h"
 #include "mxfp8_mm.h"
@@ -241,10 +243,258 @@ error_t launch_tile(const Fp8MmParams& p, stream_t stream) {
   return last_error();
 }
 
+#if defined(MXF_CUDA)
+// The tensor-core kernel (NVIDIA sm_89+; docs/DECISIONS.md): a CTA owns 16 weight rows (the A
+// operand of mma.m16n8k32.e4m3, rows = output features) and 8 * kNB rows of `a` (B, columns =
+// tokens). Its warps split K into contiguous ranges of whole groups of 4 blocks (the split
+// depends on N, K and the SM count only). Per K block one mma per n8 block, from zero, gives the
+// block's dot of codes (the tensor core's sum); then, as in the exact order, the dot times
+// 2^(sa + sb - 254) is rounded once (mxfp8_block_term; one multiply when that power is a normal
+// fp32) and added to the warp's fp32 accumulator in K order. The CTA adds its warps' partials in
+// warp order, then the bias, and rounds once. Every output runs the same operations whatever M
+// (mma columns are independent), so a row of `a` gives the same bits at any batch size.
+//
+// Each warp streams its weight rows through a private cp.async ring of kTcStages groups (16 rows x
+// 4 blocks, 128 bytes per row, rows padded to 160 bytes so the fragment reads are free of bank
+// conflicts); `a` (small, L2-resident) is read straight from global memory a group ahead. Lane
+// (g, t) takes bytes 8t..8t+7 of a block of weight rows g and g + 8 and of `a` row g: the mma's k
+// order is permuted so that these are its k positions 4t..4t+3 and 16+4t..16+4t+3 (the same
+// permutation for both operands, so the products are the block's).
+constexpr int kTcGroup = 4;                         // K blocks per ring stage
+constexpr int kTcMaxWarps = 16;
+constexpr int kTcRowBytes = kTcGroup * kMxBlock;    // 128
+constexpr int kTcRowStride = kTcRowBytes + 32;      // 160: rows g = 0..3 hit distinct banks
+constexpr int kTcStageBytes = 16 * kTcRowStride;    // 2560
+constexpr int kTcStages = 4;                        // three groups in flight per warp
+constexpr int kTcWarpBytes = kTcStages * kTcStageBytes;
+static_assert(kTcMaxWarps * kTcWarpBytes == kFp8MmTcMaxSmemBytes, "the host's shared-memory check");
+
+MXF_DEV uint2 ld8(const uint8_t* p) { return *reinterpret_cast<const uint2*>(p); }
+
+// Scale bytes of blocks j0 .. j0+3 of a row (little-endian word): one 4-byte load when aligned.
+MXF_DEV uint32_t scale_word(const uint8_t* row, int64_t j0, int64_t blocks, bool words) {
+  if (words && j0 + 4 <= blocks) return *reinterpret_cast<const uint32_t*>(row + j0);
+  uint32_t v = 0;
+  for (int u = 0; u < 4; ++u) {
+    if (j0 + u < blocks) v |= static_cast<uint32_t>(row[j0 + u]) << (8 * u);
+  }
+  return v;
+}
+
+template <int kNB>
+__global__ void __launch_bounds__(kTcMaxWarps * 32) fp8_mm_tc_kernel(const Fp8MmParams p) {
+#if defined(MXF_HAS_FP8_MMA)
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  const int warps = static_cast<int>(blockDim.x / 32);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int64_t blocks = p.k / kMxBlock;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * 16, m0 = static_cast<int64_t>(blockIdx.x) * (8 * kNB);
+  // The warp's blocks [jb, je): whole groups of four except at the end of K.
+  const int64_t groups = (blocks + kTcGroup - 1) / kTcGroup;
+  const int64_t gb = groups * warp / warps, ge = groups * (warp + 1) / warps;
+  const int64_t jb = gb * kTcGroup, je = ge * kTcGroup < blocks ? ge * kTcGroup : blocks;
+  const int count = static_cast<int>(ge - gb);
+  uint8_t* const ring = smem_raw + warp * kTcWarpBytes;
+  const uint32_t ring_addr = smem_addr(ring);
+  // Copies: chunk c = lane + 32 q (q = 0..3) of a stage is row c / 8, bytes 16 (c % 8) of it.
+  // Rows past N read the last row; blocks past K are not copied (their stage bytes are unused).
+  const uint8_t* src[4];
+  uint32_t dst[4];
+  int chunk_blk[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int c = lane + 32 * q, row = c / 8, col = c % 8;
+    const int64_t n = n0 + row < p.n ? n0 + row : p.n - 1;
+    src[q] = p.b + n * p.k + col * 16;
+    dst[q] = ring_addr + row * kTcRowStride + col * 16;
+    chunk_blk[q] = col / 2;
+  }
+  const auto issue = [&](int f) {  // group gb + f into stage f % kTcStages
+    if (f < count) {
+      const int64_t j0 = (gb + f) * kTcGroup;
+      const uint32_t off = static_cast<uint32_t>((f % kTcStages) * kTcStageBytes);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        if (j0 + chunk_blk[q] < je) cp_async16_to(dst[q] + off, src[q] + j0 * kMxBlock);
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int f = 0; f < kTcStages - 1; ++f) issue(f);
+
+  // Rows past N or M read the last real row; their outputs are never stored.
+  const int64_t nlo = n0 + g < p.n ? n0 + g : p.n - 1, nhi = n0 + g + 8 < p.n ? n0 + g + 8 : p.n - 1;
+  const uint8_t* const s_lo = p.b_scale + (nlo / p.b_scale_rows) * blocks;
+  const uint8_t* const s_hi = p.b_scale + (nhi / p.b_scale_rows) * blocks;
+  const uint8_t* a_row[kNB];
+  const uint8_t* sa_row[kNB][2];
+#pragma unroll
+  for (int nb = 0; nb < kNB; ++nb) {
+    const int64_t ma = m0 + nb * 8 + g < p.m ? m0 + nb * 8 + g : p.m - 1;
+    a_row[nb] = p.a + ma * p.k + 8 * t;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int64_t mc = m0 + nb * 8 + 2 * t + c < p.m ? m0 + nb * 8 + 2 * t + c : p.m - 1;
+      sa_row[nb][c] = p.a_scale + mc * blocks;
+    }
+  }
+  struct Group {
+    uint2 a[kTcGroup][kNB];
+    uint32_t sb[2], sa[kNB][2];
+  };
+  const auto load = [&](int64_t j0, Group& G) {
+    if (j0 >= je) return;
+#pragma unroll
+    for (int u = 0; u < kTcGroup; ++u) {
+      if (j0 + u < je) {
+#pragma unroll
+        for (int nb = 0; nb < kNB; ++nb) G.a[u][nb] = ld8(a_row[nb] + (j0 + u) * kMxBlock);
+      }
+    }
+    G.sb[0] = scale_word(s_lo, j0, blocks, p.scale_words);
+    G.sb[1] = scale_word(s_hi, j0, blocks, p.scale_words);
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb) {
+      G.sa[nb][0] = scale_word(sa_row[nb][0], j0, blocks, p.scale_words);
+      G.sa[nb][1] = scale_word(sa_row[nb][1], j0, blocks, p.scale_words);
+    }
+  };
+  float acc[kNB][4];
+#pragma unroll
+  for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[nb][i] = 0.0f;
+  Group cur;
+  load(jb, cur);
+  const uint8_t* const frag_lo = ring + g * kTcRowStride + 8 * t;
+  const uint8_t* const frag_hi = frag_lo + 8 * kTcRowStride;
+  for (int f = 0; f < count; ++f) {
+    const int64_t j0 = (gb + f) * kTcGroup;
+    Group nxt;
+    load(j0 + kTcGroup, nxt);
+    cp_async_wait<kTcStages - 2>();
+    __syncwarp();
+    issue(f + kTcStages - 1);
+    const int st = (f % kTcStages) * kTcStageBytes;
+#pragma unroll
+    for (int u = 0; u < kTcGroup; ++u) {
+      if (j0 + u >= je) break;
+      const uint2 wlo = ld8(frag_lo + st + u * kMxBlock), whi = ld8(frag_hi + st + u * kMxBlock);
+      const uint32_t A[4] = {wlo.x, whi.x, wlo.y, whi.y};
+      const uint32_t sb_lo = (cur.sb[0] >> (8 * u)) & 0xffu, sb_hi = (cur.sb[1] >> (8 * u)) & 0xffu;
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) {
+        float d[4];
+        asm volatile(
+            "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%10,%10,%10,%10};\n"
+            : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+            : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(cur.a[u][nb].x), "r"(cur.a[u][nb].y),
+              "f"(0.0f));
+        const uint32_t sa0 = (cur.sa[nb][0] >> (8 * u)) & 0xffu, sa1 = (cur.sa[nb][1] >> (8 * u)) & 0xffu;
+        // 2^(sa + sb - 254) is a normal fp32 for all four pairs (and no scale is NaN): its bits
+        // are (sa + sb - 127) << 23, and the term is one multiply, as in mxfp8_block_term.
+        const uint32_t smin = (sa0 < sa1 ? sa0 : sa1) + (sb_lo < sb_hi ? sb_lo : sb_hi);
+        const uint32_t amax = sa0 > sa1 ? sa0 : sa1, bmax = sb_lo > sb_hi ? sb_lo : sb_hi;
+        if (smin >= 128u && amax + bmax <= 381u && amax < 255u && bmax < 255u) {
+          const float f00 = u2f((sa0 + sb_lo - 127u) << 23), f10 = u2f((sa1 + sb_lo - 127u) << 23);
+          const float f01 = u2f((sa0 + sb_hi - 127u) << 23), f11 = u2f((sa1 + sb_hi - 127u) << 23);
+          acc[nb][0] = add_rn(acc[nb][0], mul_rn(d[0], f00));
+          acc[nb][1] = add_rn(acc[nb][1], mul_rn(d[1], f10));
+          acc[nb][2] = add_rn(acc[nb][2], mul_rn(d[2], f01));
+          acc[nb][3] = add_rn(acc[nb][3], mul_rn(d[3], f11));
+        } else {
+          acc[nb][0] = add_rn(acc[nb][0], mxfp8_block_term(d[0], sa0, sb_lo));
+          acc[nb][1] = add_rn(acc[nb][1], mxfp8_block_term(d[1], sa1, sb_lo));
+          acc[nb][2] = add_rn(acc[nb][2], mxfp8_block_term(d[2], sa0, sb_hi));
+          acc[nb][3] = add_rn(acc[nb][3], mxfp8_block_term(d[3], sa1, sb_hi));
+        }
+      }
+    }
+    cur = nxt;
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the partials reuse the rings
+  float* const part = reinterpret_cast<float*>(smem_raw);  // [warp][kNB * 4][32]
+#pragma unroll
+  for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) part[(warp * kNB * 4 + nb * 4 + i) * 32 + lane] = acc[nb][i];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int nb = 0; nb < kNB; ++nb) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v = part[(nb * 4 + i) * 32 + lane];
+      for (int w = 1; w < warps; ++w) v = add_rn(v, part[(w * kNB * 4 + nb * 4 + i) * 32 + lane]);
+      const int64_t n = n0 + g + (i >= 2 ? 8 : 0), m = m0 + nb * 8 + 2 * t + (i & 1);
+      if (n < p.n && m < p.m) {
+        const float bias = p.bias != nullptr ? load_as_f32(p.bias, n, p.bias_dtype) : 0.0f;
+        store_from_f32(p.out, m * p.n + n, p.out_dtype, canonical_nan(add_rn(v, bias)));
+      }
+    }
+  }
+#else
+  __trap();  // the host launches it only on sm_89+ devices
+#endif
+}
+
+// CTAs of the two-n8-block kernel per SM at `warps` warps (the occupancy API, once per value).
+int tc_ctas_per_sm(int warps) {
+  static std::atomic<int> cache[kTcMaxWarps + 1] = {};
+  int v = cache[warps].load(std::memory_order_relaxed);
+  if (v == 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, fp8_mm_tc_kernel<2>, warps * 32,
+                                                      warps * kTcWarpBytes) != cudaSuccess || v < 1) {
+      (void)cudaGetLastError();
+      v = 1;
+    }
+    cache[warps].store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+// Warps per CTA (the K split, and so the summation order): the most, up to 16, with which every
+// CTA is resident at once (one wave: a second, partial wave costs a whole load latency) and each
+// warp has at least two groups of K blocks; 4 when no count gives one wave. A function of N, K and
+// the device only (the occupancy of the two-n8-block kernel serves both, so M never changes it).
+int tc_warps(const Fp8MmParams& p) {
+  if (p.tc_warps_override > 0) return p.tc_warps_override;
+  const int64_t row_tiles = (p.n + 15) / 16, groups = (p.k / kMxBlock + kTcGroup - 1) / kTcGroup;
+  for (int warps = kTcMaxWarps; warps >= 1; warps /= 2) {
+    if (groups < 2 * static_cast<int64_t>(warps) && warps > 1) continue;
+    if (row_tiles <= static_cast<int64_t>(tc_ctas_per_sm(warps)) * p.num_sms) return warps;
+  }
+  return groups >= 8 ? 4 : 1;
+}
+
+template <int kNB>
+error_t launch_tc(const Fp8MmParams& p, stream_t stream) {
+  static std::atomic<bool> smem_set{false};
+  if (!smem_set.load(std::memory_order_relaxed)) {
+    for (auto kernel : {fp8_mm_tc_kernel<1>, fp8_mm_tc_kernel<2>}) {
+      const error_t e = set_max_dynamic_smem(kernel, kTcMaxWarps * kTcWarpBytes);
+      if (e != kSuccess) return e;
+    }
+    smem_set.store(true, std::memory_order_relaxed);
+  }
+  const int warps = tc_warps(p);
+  const int64_t mtiles = (p.m + 8 * kNB - 1) / (8 * kNB);
+  const dim3 grid(static_cast<unsigned>(mtiles), static_cast<unsigned>((p.n + 15) / 16));
+  fp8_mm_tc_kernel<kNB><<<grid, warps * 32, warps * kTcWarpBytes, stream>>>(p);
+  return last_error();
+}
+#endif  // MXF_CUDA
+
 }  // namespace
 
 error_t launch_mxfp8_scaled_mm(const Fp8MmParams& p, stream_t stream) {
   static_assert(kSmemBytes<kMaxMTile> <= 48 * 1024, "the largest tile needs no shared-memory opt-in");
+#if defined(MXF_CUDA)
+  if (p.tensor_cores) return p.m <= 8 ? launch_tc<1>(p, stream) : launch_tc<2>(p, stream);
+#endif
   if (p.m <= 1) return launch_tile<1>(p, stream);
   if (p.m <= 2) return launch_tile<2>(p, stream);
   if (p.m <= 4) return launch_tile<4>(p, stream);

@@ -2,6 +2,8 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -44,7 +46,33 @@ void check_contiguous(const char* op, const char* arg, const at::Tensor& t) {
             "' must be contiguous (row-major), got shape ", t.sizes(), " and strides ", t.strides());
 }
 
+// The GPU kernel of mxfp8_scaled_mm: 0 the exact kernel (default), 1 the tensor-core kernel where
+// it runs (NVIDIA sm_89+). Set by mxfuse._set_fp8_mm_kernel; the first read without it takes
+// MXFUSE_FP8_MM=exact|tensor_cores from the environment (else exact) and keeps it.
+std::atomic<int> g_fp8_mm{-1};
+
 }  // namespace
+
+void set_fp8_mm_kernel(int64_t mode) {
+  MXF_CHECK(mode == 0 || mode == 1,
+            "mxfuse._set_fp8_mm_kernel: argument 'mode' must be 0 (exact) or 1 (tensor_cores), got ", mode);
+  g_fp8_mm.store(static_cast<int>(mode));
+}
+
+int64_t fp8_mm_kernel() {
+  const int v = g_fp8_mm.load(std::memory_order_relaxed);
+  if (v >= 0) return v;
+  const char* e = std::getenv("MXFUSE_FP8_MM");
+  int mode = 0;
+  if (e != nullptr && e[0] != '\0') {
+    const std::string s(e);
+    MXF_CHECK(s == "exact" || s == "tensor_cores",
+              "mxfuse: environment variable MXFUSE_FP8_MM must be 'exact' or 'tensor_cores', got '", s, "'");
+    mode = s == "tensor_cores" ? 1 : 0;
+  }
+  int unset = -1;  // a concurrent set wins
+  return g_fp8_mm.compare_exchange_strong(unset, mode) ? mode : unset;
+}
 
 at::Tensor mxfp8_scaled_mm(const at::Tensor& a, const at::Tensor& a_scale, const at::Tensor& b,
                            const at::Tensor& b_scale, at::ScalarType out_dtype,
@@ -111,12 +139,34 @@ at::Tensor mxfp8_scaled_mm(const at::Tensor& a, const at::Tensor& a_scale, const
 #ifdef MXF_WITH_GPU
   if (a.is_cuda()) {
     const c10::cuda::OptionalCUDAGuard guard(a.device());
+#if !defined(USE_ROCM)
+    const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+    p.num_sms = prop->multiProcessorCount;
+    // The tensor-core kernel: sm_89+ with room for its rings (kFp8MmTcMaxSmemBytes per CTA), grid
+    // rows (N / 16) within the grid's y limit; else the exact kernel.
+    p.tensor_cores = fp8_mm_kernel() == 1 && prop->major * 10 + prop->minor >= 89 &&
+                     prop->sharedMemPerBlockOptin >= static_cast<size_t>(kernels::kFp8MmTcMaxSmemBytes) &&
+                     (n + 15) / 16 <= 65535 && (m + 7) / 8 <= 0x7fffffff;
+    const char* tw = std::getenv("MXFUSE_FP8_TC_WARPS");  // tests/benchmarks: 1, 2, 4, 8 or 16
+    p.tc_warps_override = tw != nullptr ? std::atoi(tw) : 0;
+    MXF_CHECK(p.tc_warps_override == 0 || p.tc_warps_override == 1 || p.tc_warps_override == 2 ||
+                  p.tc_warps_override == 4 || p.tc_warps_override == 8 || p.tc_warps_override == 16,
+              "mxfuse: environment variable MXFUSE_FP8_TC_WARPS must be 1, 2, 4, 8 or 16, got '", tw, "'");
+    p.scale_words = (k / kMxBlock) % 4 == 0 && reinterpret_cast<uintptr_t>(p.a_scale) % 4 == 0 &&
+                    reinterpret_cast<uintptr_t>(p.b_scale) % 4 == 0;
+#endif
     C10_CUDA_CHECK(kernels::launch_mxfp8_scaled_mm(p, at::cuda::getCurrentCUDAStream()));
     return out;
   }
 #endif
   cpu::mxfp8_scaled_mm(p);
   return out;
+}
+
+// Process-wide setting, not an op on tensors: a plain function schema (like _set_pdl).
+TORCH_LIBRARY_FRAGMENT(mxfuse, m) {
+  m.def("_set_fp8_mm_kernel(int mode) -> ()", &set_fp8_mm_kernel);
+  m.def("_get_fp8_mm_kernel() -> int", &fp8_mm_kernel);
 }
 
 TORCH_LIBRARY_IMPL(mxfuse, CPU, m) { m.impl("mxfp8_scaled_mm", &mxfp8_scaled_mm); }

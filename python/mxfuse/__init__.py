@@ -7,6 +7,7 @@ from .ops import (
     attention_front,
     attention_front_unfused,
     attention_front_workspace,
+    fp8_mm_kernel,
     gemma_fused_add_rmsnorm,
     gemma_fused_add_rmsnorm_mxfp8,
     gemma_rmsnorm,
@@ -21,6 +22,7 @@ from .ops import (
     pdl_mode,
     reshape_and_cache_flash,
     rotary_embedding_neox,
+    set_fp8_mm_kernel,
     set_pdl,
 )
 from .quant import MXFP8_KEY, QuantizedActivation, QuantKey, mxfp8_linear, quantize_mxfp8
@@ -29,6 +31,7 @@ __all__ = [
     "attention_front",
     "attention_front_unfused",
     "attention_front_workspace",
+    "fp8_mm_kernel",
     "MXFP8_KEY",
     "QuantKey",
     "QuantizedActivation",
@@ -48,5 +51,6 @@ __all__ = [
     "quantize_mxfp8",
     "reshape_and_cache_flash",
     "rotary_embedding_neox",
+    "set_fp8_mm_kernel",
     "set_pdl",
 ]

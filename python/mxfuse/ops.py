@@ -241,6 +241,31 @@ def mxfp6_linear(x: Tensor, packed: Tensor, scales: Tensor, bias: Tensor | None 
     return _ops.mxfp6_linear(x, packed, scales, bias)
 
 
+FP8_MM_KERNELS = ("exact", "tensor_cores")
+
+
+def set_fp8_mm_kernel(kernel: str) -> None:
+    """Which GPU kernel ``mxfp8_scaled_mm`` runs (process-wide, read at each launch; a graph
+    records the kernel it was captured with; ``MXFUSE_FP8_MM=exact|tensor_cores`` sets the initial
+    choice).
+
+    ``"exact"`` (the default): the documented summation order on the CUDA cores, bit for bit the
+    CPU op's. ``"tensor_cores"``: on NVIDIA sm_89+ GPUs, each K block's dot of codes comes from an
+    FP8 mma (the tensor core's sum, not the documented left-to-right fp32 sum) and the warps of a
+    CTA split K, so results differ from the CPU op in the last bits, within the tolerance of
+    SPEC §5 (docs/DECISIONS.md). Still deterministic, and a row of ``a`` gives the same bits at
+    any M. Elsewhere (CPU, ROCm, older GPUs) the exact kernel runs either way.
+    """
+    if kernel not in FP8_MM_KERNELS:
+        raise ValueError(f"mxfuse.set_fp8_mm_kernel: kernel must be one of {FP8_MM_KERNELS}, got {kernel!r}")
+    _ops._set_fp8_mm_kernel(FP8_MM_KERNELS.index(kernel))
+
+
+def fp8_mm_kernel() -> str:
+    """The current ``set_fp8_mm_kernel`` choice."""
+    return FP8_MM_KERNELS[_ops._get_fp8_mm_kernel()]
+
+
 def mxfp8_scaled_mm(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor,
                     out_dtype: torch.dtype = torch.bfloat16, bias: Tensor | None = None, *,
                     b_scale_layout: str) -> Tensor:
@@ -248,7 +273,9 @@ def mxfp8_scaled_mm(a: Tensor, a_scale: Tensor, b: Tensor, b_scale: Tensor,
     ``a_scale`` is [M, K/32], ``b_scale`` [N, K/32] for ``b_scale_layout="1x32"`` or [N/32, K/32]
     for ``"32x32"`` (the layout is always named, never read from the shape). Block terms are
     added in K order in fp32, the bias in fp32, one rounding to ``out_dtype`` (docs/DECISIONS.md).
-    The kernel is the portable, exact baseline, not yet a tensor-core GEMM."""
+    On the GPU the exact kernel runs this order bit for bit; ``set_fp8_mm_kernel("tensor_cores")``
+    selects the faster tensor-core kernel (sm_89+), which sums each block's codes on the tensor
+    cores."""
     return _ops.mxfp8_scaled_mm(a, a_scale, b, b_scale, out_dtype, bias, b_scale_layout=b_scale_layout)
 
 
