@@ -113,6 +113,40 @@ def test_overflow_and_cancellation(tensor_cores):
     assert got[0, 0].isnan() and got[1, 0].item() == 0.0
 
 
+SCALE_EDGES = [0, 1, 63, 64, 100, 127, 150, 190, 191, 200, 254, 255]
+
+
+@requires_fp8_mma
+def test_block_terms_bitwise(tensor_cores):
+    """Each block term is the block dot times 2^(sa + sb - 254) rounded once (NaN for a 0xFF scale),
+    added in K order: with K = 128 (one warp, one group of four blocks) the output equals that sum
+    built from the kernel's own block dots (runs of one block at scales 2^0), bit for bit. Scales
+    at and around every edge of the kernel's one-multiply paths (the group test [64, 190], the
+    pair test, the fp32 normal range, 0 and 0xFF), and rows whose scales all pass the group test."""
+    m, n, k = 8, 32, 128
+    gen = torch.Generator().manual_seed(81)
+    a, b = codes((m, k), 82), codes((n, k), 83)
+    edges = torch.tensor(SCALE_EDGES, dtype=torch.uint8)
+    asc = edges[torch.randint(0, len(SCALE_EDGES), (m, 4), generator=gen)]
+    bsc = edges[torch.randint(0, len(SCALE_EDGES), (n, 4), generator=gen)]
+    asc[:3] = torch.randint(64, 191, (3, 4), generator=gen, dtype=torch.uint8)  # all in [64, 190]
+    bsc[:5] = torch.randint(64, 191, (5, 4), generator=gen, dtype=torch.uint8)
+    one_a, one_b = torch.full((m, 1), 127, dtype=torch.uint8), torch.full((n, 1), 127, dtype=torch.uint8)
+    want = torch.zeros(m, n, dtype=torch.float32)
+    for j in range(4):
+        cols = slice(32 * j, 32 * j + 32)
+        dot = mm(a[:, cols], one_a, b[:, cols], one_b, torch.float32, None, "1x32", "cuda").cpu()
+        e = asc[:, j : j + 1].double() + bsc[:, j].double() - 254.0
+        term = (dot.double() * torch.pow(2.0, e)).float()  # one rounding (exact in float64)
+        nan = (asc[:, j : j + 1] == 255) | (bsc[:, j] == 255)
+        term = torch.where(nan, torch.tensor(float("nan")), term)
+        want = want + term  # fp32 adds in K order
+    got = mm(a, asc, b, bsc, torch.float32, None, "1x32", "cuda").cpu()
+    assert torch.equal(got.isnan(), want.isnan()), "NaN positions"
+    ok = ~want.isnan()
+    assert_bitwise_equal(got[ok], want[ok], "block terms and K-order sum")
+
+
 @requires_fp8_mma
 def test_batch_invariant_and_deterministic(tensor_cores):
     """A row alone, or in batches of 2, 8 (one n8 block), 9 and 16 (two), gives its bits in the

@@ -271,14 +271,32 @@ static_assert(kTcMaxWarps * kTcWarpBytes == kFp8MmTcMaxSmemBytes, "the host's sh
 
 MXF_DEV uint2 ld8(const uint8_t* p) { return *reinterpret_cast<const uint2*>(p); }
 
-// Scale bytes of blocks j0 .. j0+3 of a row (little-endian word): one 4-byte load when aligned.
-MXF_DEV uint32_t scale_word(const uint8_t* row, int64_t j0, int64_t blocks, bool words) {
-  if (words && j0 + 4 <= blocks) return *reinterpret_cast<const uint32_t*>(row + j0);
+// Scale bytes of the next four blocks of a row at `row` (little-endian word; `left` blocks remain
+// in the row): one 4-byte load when aligned and all four are in the row.
+MXF_DEV uint32_t scale_word(const uint8_t* row, bool words, int64_t left) {
+  if (words) return *reinterpret_cast<const uint32_t*>(row);
   uint32_t v = 0;
   for (int u = 0; u < 4; ++u) {
-    if (j0 + u < blocks) v |= static_cast<uint32_t>(row[j0 + u]) << (8 * u);
+    if (u < left) v |= static_cast<uint32_t>(row[u]) << (8 * u);
   }
   return v;
+}
+
+// Every byte of w in [64, 190] (bit tricks on the four bytes at once: a byte below 64 borrows in
+// w - 0x40..., and with none below, w - 0x40... has a byte >= 127 exactly when w has one >= 191).
+MXF_DEV bool bytes_in_64_190(uint32_t w) {
+  const uint32_t v = w - 0x40404040u;
+  const uint32_t below = v & ~w & 0x80808080u;
+  const uint32_t above = ((v + 0x01010101u) | v) & 0x80808080u;
+  return (below | above) == 0u;
+}
+
+// 2^(sa + sb - 254) is a normal fp32 (sa + sb - 127 in [1, 254]) for the four pairs, and no scale
+// is NaN: mxfp8_block_term's one-multiply case.
+MXF_DEV bool pairs_fast(uint32_t sa0, uint32_t sa1, uint32_t sb0, uint32_t sb1) {
+  const uint32_t amin = sa0 < sa1 ? sa0 : sa1, bmin = sb0 < sb1 ? sb0 : sb1;
+  const uint32_t amax = sa0 > sa1 ? sa0 : sa1, bmax = sb0 > sb1 ? sb0 : sb1;
+  return amin + bmin >= 128u && amax + bmax <= 381u && amax < 255u && bmax < 255u;
 }
 
 template <int kNB>
@@ -309,56 +327,69 @@ __global__ void __launch_bounds__(kTcMaxWarps * 32) fp8_mm_tc_kernel(const Fp8Mm
     dst[q] = ring_addr + row * kTcRowStride + col * 16;
     chunk_blk[q] = col / 2;
   }
+  // Issues go in stream order (f = 0, 1, ...): running source offset and block index.
+  int64_t issue_off = jb * kMxBlock, issue_j0 = jb;
   const auto issue = [&](int f) {  // group gb + f into stage f % kTcStages
     if (f < count) {
-      const int64_t j0 = (gb + f) * kTcGroup;
       const uint32_t off = static_cast<uint32_t>((f % kTcStages) * kTcStageBytes);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        if (j0 + chunk_blk[q] < je) cp_async16_to(dst[q] + off, src[q] + j0 * kMxBlock);
+        if (issue_j0 + chunk_blk[q] < je) cp_async16_to(dst[q] + off, src[q] + issue_off);
       }
+      issue_off += kTcRowBytes;
+      issue_j0 += kTcGroup;
     }
     cp_async_commit();
   };
 #pragma unroll
   for (int f = 0; f < kTcStages - 1; ++f) issue(f);
 
-  // Rows past N or M read the last real row; their outputs are never stored.
+  // Rows past N or M read the last real row; their outputs are never stored. Pointers run along
+  // the warp's K range, one group per step.
   const int64_t nlo = n0 + g < p.n ? n0 + g : p.n - 1, nhi = n0 + g + 8 < p.n ? n0 + g + 8 : p.n - 1;
-  const uint8_t* const s_lo = p.b_scale + (nlo / p.b_scale_rows) * blocks;
-  const uint8_t* const s_hi = p.b_scale + (nhi / p.b_scale_rows) * blocks;
-  const uint8_t* a_row[kNB];
-  const uint8_t* sa_row[kNB][2];
+  const uint8_t* s_lo = p.b_scale + (nlo / p.b_scale_rows) * blocks + jb;
+  const uint8_t* s_hi = p.b_scale + (nhi / p.b_scale_rows) * blocks + jb;
+  const uint8_t* a_ptr[kNB];
+  const uint8_t* sa_ptr[kNB][2];
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb) {
     const int64_t ma = m0 + nb * 8 + g < p.m ? m0 + nb * 8 + g : p.m - 1;
-    a_row[nb] = p.a + ma * p.k + 8 * t;
+    a_ptr[nb] = p.a + ma * p.k + 8 * t + jb * kMxBlock;
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       const int64_t mc = m0 + nb * 8 + 2 * t + c < p.m ? m0 + nb * 8 + 2 * t + c : p.m - 1;
-      sa_row[nb][c] = p.a_scale + mc * blocks;
+      sa_ptr[nb][c] = p.a_scale + mc * blocks + jb;
     }
   }
   struct Group {
     uint2 a[kTcGroup][kNB];
     uint32_t sb[2], sa[kNB][2];
   };
+  // The group at the pointers (blocks j0 .. j0 + 3 of the K range ending at je), then the
+  // pointers step to the next group.
   const auto load = [&](int64_t j0, Group& G) {
     if (j0 >= je) return;
+    const int64_t left = je - j0;  // blocks of this group in range (>= 1)
 #pragma unroll
     for (int u = 0; u < kTcGroup; ++u) {
-      if (j0 + u < je) {
+      if (u < left) {
 #pragma unroll
-        for (int nb = 0; nb < kNB; ++nb) G.a[u][nb] = ld8(a_row[nb] + (j0 + u) * kMxBlock);
+        for (int nb = 0; nb < kNB; ++nb) G.a[u][nb] = ld8(a_ptr[nb] + u * kMxBlock);
       }
     }
-    G.sb[0] = scale_word(s_lo, j0, blocks, p.scale_words);
-    G.sb[1] = scale_word(s_hi, j0, blocks, p.scale_words);
+    const bool words = p.scale_words && j0 + kTcGroup <= blocks;
+    G.sb[0] = scale_word(s_lo, words, blocks - j0);
+    G.sb[1] = scale_word(s_hi, words, blocks - j0);
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) {
-      G.sa[nb][0] = scale_word(sa_row[nb][0], j0, blocks, p.scale_words);
-      G.sa[nb][1] = scale_word(sa_row[nb][1], j0, blocks, p.scale_words);
+      G.sa[nb][0] = scale_word(sa_ptr[nb][0], words, blocks - j0);
+      G.sa[nb][1] = scale_word(sa_ptr[nb][1], words, blocks - j0);
+      a_ptr[nb] += kTcRowBytes;
+      sa_ptr[nb][0] += kTcGroup;
+      sa_ptr[nb][1] += kTcGroup;
     }
+    s_lo += kTcGroup;
+    s_hi += kTcGroup;
   };
   float acc[kNB][4];
 #pragma unroll
@@ -376,6 +407,13 @@ __global__ void __launch_bounds__(kTcMaxWarps * 32) fp8_mm_tc_kernel(const Fp8Mm
     cp_async_wait<kTcStages - 2>();
     __syncwarp();
     issue(f + kTcStages - 1);
+    // Every scale byte of the group in [64, 190]: then 2^(sa + sb - 254) is a normal fp32 for
+    // every pair (sa + sb in [128, 380]) and no scale is NaN, so each term is one multiply.
+    bool group_fast = bytes_in_64_190(cur.sb[0]) && bytes_in_64_190(cur.sb[1]);
+#pragma unroll
+    for (int nb = 0; nb < kNB; ++nb) {
+      group_fast = group_fast && bytes_in_64_190(cur.sa[nb][0]) && bytes_in_64_190(cur.sa[nb][1]);
+    }
     const int st = (f % kTcStages) * kTcStageBytes;
 #pragma unroll
     for (int u = 0; u < kTcGroup; ++u) {
@@ -383,6 +421,8 @@ __global__ void __launch_bounds__(kTcMaxWarps * 32) fp8_mm_tc_kernel(const Fp8Mm
       const uint2 wlo = ld8(frag_lo + st + u * kMxBlock), whi = ld8(frag_hi + st + u * kMxBlock);
       const uint32_t A[4] = {wlo.x, whi.x, wlo.y, whi.y};
       const uint32_t sb_lo = (cur.sb[0] >> (8 * u)) & 0xffu, sb_hi = (cur.sb[1] >> (8 * u)) & 0xffu;
+      // (sb - 127) << 23: the fp32 bits of 2^(sa + sb - 254) are sa << 23 plus this.
+      const uint32_t sbx_lo = (sb_lo << 23) - (127u << 23), sbx_hi = (sb_hi << 23) - (127u << 23);
 #pragma unroll
       for (int nb = 0; nb < kNB; ++nb) {
         float d[4];
@@ -393,17 +433,11 @@ __global__ void __launch_bounds__(kTcMaxWarps * 32) fp8_mm_tc_kernel(const Fp8Mm
             : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(cur.a[u][nb].x), "r"(cur.a[u][nb].y),
               "f"(0.0f));
         const uint32_t sa0 = (cur.sa[nb][0] >> (8 * u)) & 0xffu, sa1 = (cur.sa[nb][1] >> (8 * u)) & 0xffu;
-        // 2^(sa + sb - 254) is a normal fp32 for all four pairs (and no scale is NaN): its bits
-        // are (sa + sb - 127) << 23, and the term is one multiply, as in mxfp8_block_term.
-        const uint32_t smin = (sa0 < sa1 ? sa0 : sa1) + (sb_lo < sb_hi ? sb_lo : sb_hi);
-        const uint32_t amax = sa0 > sa1 ? sa0 : sa1, bmax = sb_lo > sb_hi ? sb_lo : sb_hi;
-        if (smin >= 128u && amax + bmax <= 381u && amax < 255u && bmax < 255u) {
-          const float f00 = u2f((sa0 + sb_lo - 127u) << 23), f10 = u2f((sa1 + sb_lo - 127u) << 23);
-          const float f01 = u2f((sa0 + sb_hi - 127u) << 23), f11 = u2f((sa1 + sb_hi - 127u) << 23);
-          acc[nb][0] = add_rn(acc[nb][0], mul_rn(d[0], f00));
-          acc[nb][1] = add_rn(acc[nb][1], mul_rn(d[1], f10));
-          acc[nb][2] = add_rn(acc[nb][2], mul_rn(d[2], f01));
-          acc[nb][3] = add_rn(acc[nb][3], mul_rn(d[3], f11));
+        if (group_fast || pairs_fast(sa0, sa1, sb_lo, sb_hi)) {
+          acc[nb][0] = add_rn(acc[nb][0], mul_rn(d[0], u2f((sa0 << 23) + sbx_lo)));
+          acc[nb][1] = add_rn(acc[nb][1], mul_rn(d[1], u2f((sa1 << 23) + sbx_lo)));
+          acc[nb][2] = add_rn(acc[nb][2], mul_rn(d[2], u2f((sa0 << 23) + sbx_hi)));
+          acc[nb][3] = add_rn(acc[nb][3], mul_rn(d[3], u2f((sa1 << 23) + sbx_hi)));
         } else {
           acc[nb][0] = add_rn(acc[nb][0], mxfp8_block_term(d[0], sa0, sb_lo));
           acc[nb][1] = add_rn(acc[nb][1], mxfp8_block_term(d[1], sa1, sb_lo));
