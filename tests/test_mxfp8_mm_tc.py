@@ -41,6 +41,36 @@ def test_setting_names_the_choices():
         torch.ops.mxfuse._set_fp8_mm_kernel(7)
 
 
+def test_setting_round_trips():
+    before = mxfuse.fp8_mm_kernel()
+    try:
+        for kernel in ("tensor_cores", "exact", "tensor_cores"):
+            mxfuse.set_fp8_mm_kernel(kernel)
+            assert mxfuse.fp8_mm_kernel() == kernel
+    finally:
+        mxfuse.set_fp8_mm_kernel(before)
+
+
+@pytest.mark.parametrize("value,want", [("tensor_cores", "tensor_cores"), ("exact", "exact"), ("", "exact"),
+                                        ("1", None), ("fast", None)])
+def test_env_value_checked(value, want):
+    # MXFUSE_FP8_MM sets the initial choice, read while no set_fp8_mm_kernel call has been made,
+    # so each case runs in a fresh interpreter. A bad value is an error naming the variable.
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MXFUSE_FP8_MM": value}
+    r = subprocess.run([sys.executable, "-c", "import mxfuse; print(mxfuse.fp8_mm_kernel())"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    if want is None:
+        assert r.returncode != 0
+        assert "MXFUSE_FP8_MM must be 'exact' or 'tensor_cores'" in r.stderr and f"got '{value}'" in r.stderr
+    else:
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == want
+
+
 def test_cpu_op_ignores_the_setting(tensor_cores):
     a, asc = codes((5, 256), 1), scale_bytes((5, 8), 100, 150, 2)
     b, bsc = codes((48, 256), 3), scale_bytes((48, 8), 100, 150, 4)
