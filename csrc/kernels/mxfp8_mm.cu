@@ -506,13 +506,11 @@ int tc_warps(const Fp8MmParams& p) {
 
 template <int kNB>
 error_t launch_tc(const Fp8MmParams& p, stream_t stream) {
-  static std::atomic<bool> smem_set{false};
-  if (!smem_set.load(std::memory_order_relaxed)) {
-    for (auto kernel : {fp8_mm_tc_kernel<1>, fp8_mm_tc_kernel<2>}) {
-      const error_t e = set_max_dynamic_smem(kernel, kTcMaxWarps * kTcWarpBytes);
-      if (e != kSuccess) return e;
-    }
-    smem_set.store(true, std::memory_order_relaxed);
+  // Every launch (the attribute is per device; the MXFP6 linear does the same): both kernels,
+  // since the occupancy query below measures the two-n8-block one.
+  for (auto kernel : {fp8_mm_tc_kernel<1>, fp8_mm_tc_kernel<2>}) {
+    const error_t e = set_max_dynamic_smem(kernel, kTcMaxWarps * kTcWarpBytes);
+    if (e != kSuccess) return e;
   }
   const int warps = tc_warps(p);
   const int64_t mtiles = (p.m + 8 * kNB - 1) / (8 * kNB);
