@@ -207,12 +207,13 @@ def test_every_k_split(warps, tensor_cores, monkeypatch):
         assert_bitwise_equal(part, got[i : i + rows], f"warps {warps}: rows {i}..{i + rows - 1} alone")
 
 
-def test_bad_k_split_setting(monkeypatch):
-    monkeypatch.setenv("MXFUSE_FP8_TC_WARPS", "3")
+@pytest.mark.parametrize("value", ["3", "2x", "four", "32"])
+def test_bad_k_split_setting(value, monkeypatch):
+    monkeypatch.setenv("MXFUSE_FP8_TC_WARPS", value)
     a, asc = codes((2, 64), 1), scale_bytes((2, 2), 120, 130, 2)
     b, bsc = codes((16, 64), 3), scale_bytes((16, 2), 120, 130, 4)
     if HAS_CUDA and torch.version.hip is None:  # read by every CUDA launch of the op
-        with pytest.raises(RuntimeError, match="MXFUSE_FP8_TC_WARPS must be 1, 2, 4, 8 or 16, got '3'"):
+        with pytest.raises(RuntimeError, match=f"MXFUSE_FP8_TC_WARPS must be 1, 2, 4, 8 or 16, got '{value}'"):
             mm(a, asc, b, bsc, torch.float32, None, "1x32", "cuda")
     mm(a, asc, b, bsc, torch.float32)  # the CPU op does not read it
 

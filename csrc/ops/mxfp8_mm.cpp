@@ -147,11 +147,13 @@ at::Tensor mxfp8_scaled_mm(const at::Tensor& a, const at::Tensor& a_scale, const
     p.tensor_cores = fp8_mm_kernel() == 1 && prop->major * 10 + prop->minor >= 89 &&
                      prop->sharedMemPerBlockOptin >= static_cast<size_t>(kernels::kFp8MmTcMaxSmemBytes) &&
                      (n + 15) / 16 <= 65535 && (m + 7) / 8 <= 0x7fffffff;
-    const char* tw = std::getenv("MXFUSE_FP8_TC_WARPS");  // tests/benchmarks: 1, 2, 4, 8 or 16
-    p.tc_warps_override = tw != nullptr ? std::atoi(tw) : 0;
-    MXF_CHECK(p.tc_warps_override == 0 || p.tc_warps_override == 1 || p.tc_warps_override == 2 ||
-                  p.tc_warps_override == 4 || p.tc_warps_override == 8 || p.tc_warps_override == 16,
-              "mxfuse: environment variable MXFUSE_FP8_TC_WARPS must be 1, 2, 4, 8 or 16, got '", tw, "'");
+    // Tests and benchmarks may pin the tensor-core kernel's K split: MXFUSE_FP8_TC_WARPS=1|2|4|8|16
+    // (unset, empty or 0: the heuristic); anything else is an error.
+    const char* tw = std::getenv("MXFUSE_FP8_TC_WARPS");
+    const std::string tws = tw != nullptr ? tw : "";
+    MXF_CHECK(tws.empty() || tws == "0" || tws == "1" || tws == "2" || tws == "4" || tws == "8" || tws == "16",
+              "mxfuse: environment variable MXFUSE_FP8_TC_WARPS must be 1, 2, 4, 8 or 16, got '", tws, "'");
+    p.tc_warps_override = tws.empty() ? 0 : std::stoi(tws);
     p.scale_words = (k / kMxBlock) % 4 == 0 && reinterpret_cast<uintptr_t>(p.a_scale) % 4 == 0 &&
                     reinterpret_cast<uintptr_t>(p.b_scale) % 4 == 0;
 #endif
