@@ -9,7 +9,6 @@ summation order (ITEM_RT) or experiment knobs that claim to can be compared.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -66,8 +65,7 @@ def main() -> None:
                       "  ".join(f"{v}: {best[v]:7.2f} ({dense / best[v]:.2f}x)" for v in args.values), flush=True)
     mxfuse.set_pdl("on")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"command": harness.command(), "env": harness.environment(), "rows": res}, f, indent=1)
+        harness.write_record(args.out, rows=res)
 
 
 if __name__ == "__main__":

@@ -77,20 +77,21 @@ def main() -> None:
             p = {"n": n, "k": k, "m": m}
             fp8_bytes = n * k + n * k // 32 + m * k + m * k // 32 + m * n * 2
             dense_bytes = n * k * 2 + m * k * 2 + m * n * 2
-            t8 = {}
+            t8, row8 = {}, {}
             for kern in kernels:
                 mxfuse.set_fp8_mm_kernel(kern)
                 t8[kern] = harness.graph_time_us(fp8)
-                rows.append(harness.make_row(f"mxfp8_scaled_mm[{kern}]", p, t8[kern], fp8_bytes, copy_gbs,
-                                             rel_err=errs[kern]))
+                row8[kern] = harness.make_row(f"mxfp8_scaled_mm[{kern}]", p, t8[kern], fp8_bytes, copy_gbs,
+                                              rel_err=errs[kern])
+                rows.append(row8[kern])
             mxfuse.set_fp8_mm_kernel("exact")
             td, tq = (harness.graph_time_us(f) for f in (dense, deq_dense))
             rows += [harness.make_row("bf16_F.linear", p, td, dense_bytes, copy_gbs),
                      harness.make_row("dequantize_then_F.linear", p, tq, dense_bytes, copy_gbs)]
             line = [f"{n}x{k}", m, td, tq]
             for kern in ("exact", "tensor_cores"):
-                line += [t8[kern], td / t8[kern], 100.0 * fp8_bytes / (t8[kern] * 1e-6) / (copy_gbs * 1e9),
-                         f"{errs[kern]:.2e}"] if kern in t8 else ["-", "-", "-", "-"]
+                line += [t8[kern], td / t8[kern], row8[kern].pct_copy, f"{errs[kern]:.2e}"] if kern in t8 \
+                    else ["-", "-", "-", "-"]
             table.append(line)
             print(f"{n}x{k} m={m:3d}: bf16 {td:8.2f} us  dequant+bf16 {tq:8.2f}  " +
                   "  ".join(f"{kern} {t8[kern]:9.2f} ({td / t8[kern]:5.3f}x bf16, err {errs[kern]:.2e})"

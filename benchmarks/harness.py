@@ -126,12 +126,21 @@ def command() -> str:
     return " ".join(["python", os.path.relpath(os.path.abspath(sys.argv[0]), repo)] + args)
 
 
-def write_results(path_base: str, payload: dict, markdown: str) -> None:
-    os.makedirs(os.path.dirname(path_base) or ".", exist_ok=True)
-    with open(path_base + ".json", "w") as f:
+def write_json(path: str, payload: dict) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
         json.dump(payload, f, indent=1, default=lambda o: asdict(o) if isinstance(o, Row) else str(o))
+
+
+def write_results(path_base: str, payload: dict, markdown: str) -> None:
+    write_json(path_base + ".json", payload)
     with open(path_base + ".md", "w") as f:
         f.write(markdown)
+
+
+def write_record(path: str, **payload) -> None:
+    """An experiment's JSON record: the command that made it and the environment, then payload."""
+    write_json(path, {"command": command(), "env": environment(), **payload})
 
 
 def md_table(header: list[str], rows: list[list[object]]) -> str:

@@ -7,7 +7,6 @@ heuristic).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -42,8 +41,7 @@ def main() -> None:
             print(f"{n}x{k} m={m:3d}: " + "  ".join(f"w{w}: {v:7.2f}" for w, v in t.items()), flush=True)
     mxfuse.set_fp8_mm_kernel("exact")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"command": harness.command(), "env": harness.environment(), "rows": rows}, f, indent=1)
+        harness.write_record(args.out, rows=rows)
 
 
 if __name__ == "__main__":

@@ -152,6 +152,17 @@ def assert_equal_nan_by_position(
 # --- inputs --------------------------------------------------------------------------------------
 
 
+def run_with_env(code: str, var: str, value: str):
+    """``python -c code`` in a fresh interpreter with ``var=value`` (settings read once per process
+    from the environment); returns the CompletedProcess (text stdout and stderr)."""
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", code], env={**os.environ, var: value}, capture_output=True,
+                          text=True, timeout=120)
+
+
 def generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 

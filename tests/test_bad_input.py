@@ -14,6 +14,7 @@ from conftest import (
     randn,
     requires_cuda,
     requires_mxfp6,
+    run_with_env,
 )
 
 N = 256
@@ -317,13 +318,7 @@ def test_pdl_mode_range(restore_pdl):
 def test_pdl_env_value_checked(value, want):
     # MXFUSE_PDL sets the initial mode; it is read while no set_pdl call has been made, so each
     # case runs in a fresh interpreter. A bad value is an error that names the variable.
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "MXFUSE_PDL": value}
-    r = subprocess.run([sys.executable, "-c", "import mxfuse; print(mxfuse.pdl_mode())"], env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = run_with_env("import mxfuse; print(mxfuse.pdl_mode())", "MXFUSE_PDL", value)
     if want is None:
         assert r.returncode != 0
         assert "MXFUSE_PDL must be 0 (off), 1 (on) or 2" in r.stderr and f"got '{value}'" in r.stderr

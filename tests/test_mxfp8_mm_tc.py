@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import HAS_CUDA, OPS, assert_bitwise_equal, dtype_id, randn, run_poisoned
+from conftest import HAS_CUDA, OPS, assert_bitwise_equal, dtype_id, randn, run_poisoned, run_with_env
 from test_mxfp8_mm import E4M3, OUT_DTYPES, b_scale_for, bound, codes, mm, scale_bytes
 
 import mxfuse
@@ -56,13 +56,7 @@ def test_setting_round_trips():
 def test_env_value_checked(value, want):
     # MXFUSE_FP8_MM sets the initial choice, read while no set_fp8_mm_kernel call has been made,
     # so each case runs in a fresh interpreter. A bad value is an error naming the variable.
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "MXFUSE_FP8_MM": value}
-    r = subprocess.run([sys.executable, "-c", "import mxfuse; print(mxfuse.fp8_mm_kernel())"], env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = run_with_env("import mxfuse; print(mxfuse.fp8_mm_kernel())", "MXFUSE_FP8_MM", value)
     if want is None:
         assert r.returncode != 0
         assert "MXFUSE_FP8_MM must be 'exact' or 'tensor_cores'" in r.stderr and f"got '{value}'" in r.stderr

@@ -282,13 +282,13 @@ MXF_DEV uint32_t scale_word(const uint8_t* row, bool words, int64_t left) {
   return v;
 }
 
-// Every byte of w in [64, 190] (bit tricks on the four bytes at once: a byte below 64 borrows in
-// w - 0x40..., and with none below, w - 0x40... has a byte >= 127 exactly when w has one >= 191).
+// Every byte of w in [64, 190], the four bytes at once: in v = w - 0x40404040, a byte of w below
+// 64 leaves its byte of v at 0xBF or above (it borrows), and a byte of w at 191 or above leaves
+// 127 or more, so v or v + 0x01010101 has that byte's top bit set; bytes in range leave 0..126,
+// where neither has it (and neither borrows nor carries).
 MXF_DEV bool bytes_in_64_190(uint32_t w) {
   const uint32_t v = w - 0x40404040u;
-  const uint32_t below = v & ~w & 0x80808080u;
-  const uint32_t above = ((v + 0x01010101u) | v) & 0x80808080u;
-  return (below | above) == 0u;
+  return (((v + 0x01010101u) | v) & 0x80808080u) == 0u;
 }
 
 // 2^(sa + sb - 254) is a normal fp32 (sa + sb - 127 in [1, 254]) for the four pairs, and no scale

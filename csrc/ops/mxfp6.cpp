@@ -13,6 +13,7 @@
 #include "checks.h"
 #include "debug.h"
 #include "mxfp6_common.h"
+#include "settings.h"
 
 #ifdef MXF_WITH_GPU
 #include <ATen/cuda/CUDAContext.h>
@@ -69,18 +70,12 @@ void set_pdl(int64_t mode) {
 }
 
 int64_t pdl_mode() {
-  const int v = g_pdl.load(std::memory_order_relaxed);
-  if (v >= 0) return v;
-  const char* e = std::getenv("MXFUSE_PDL");
-  int mode = 1;
-  if (e != nullptr && e[0] != '\0') {
-    MXF_CHECK((e[0] == '0' || e[0] == '1' || e[0] == '2') && e[1] == '\0',
+  return process_setting(g_pdl, "MXFUSE_PDL", 1, [](const std::string& e) {
+    MXF_CHECK(e == "0" || e == "1" || e == "2",
               "mxfuse: environment variable MXFUSE_PDL must be 0 (off), 1 (on) or 2 (prefetch weights), got '", e,
               "'");
-    mode = e[0] - '0';
-  }
-  int unset = -1;  // a concurrent set_pdl wins
-  return g_pdl.compare_exchange_strong(unset, mode) ? mode : unset;
+    return e[0] - '0';
+  });
 }
 
 #ifdef MXF_WITH_GPU

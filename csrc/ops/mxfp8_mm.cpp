@@ -10,6 +10,7 @@
 #include "../cpu/cpu_ops.h"
 #include "checks.h"
 #include "debug.h"
+#include "settings.h"
 
 #ifdef MXF_WITH_GPU
 #include <ATen/cuda/CUDAContext.h>
@@ -60,18 +61,11 @@ void set_fp8_mm_kernel(int64_t mode) {
 }
 
 int64_t fp8_mm_kernel() {
-  const int v = g_fp8_mm.load(std::memory_order_relaxed);
-  if (v >= 0) return v;
-  const char* e = std::getenv("MXFUSE_FP8_MM");
-  int mode = 0;
-  if (e != nullptr && e[0] != '\0') {
-    const std::string s(e);
-    MXF_CHECK(s == "exact" || s == "tensor_cores",
-              "mxfuse: environment variable MXFUSE_FP8_MM must be 'exact' or 'tensor_cores', got '", s, "'");
-    mode = s == "tensor_cores" ? 1 : 0;
-  }
-  int unset = -1;  // a concurrent set wins
-  return g_fp8_mm.compare_exchange_strong(unset, mode) ? mode : unset;
+  return process_setting(g_fp8_mm, "MXFUSE_FP8_MM", 0, [](const std::string& e) {
+    MXF_CHECK(e == "exact" || e == "tensor_cores",
+              "mxfuse: environment variable MXFUSE_FP8_MM must be 'exact' or 'tensor_cores', got '", e, "'");
+    return e == "tensor_cores" ? 1 : 0;
+  });
 }
 
 at::Tensor mxfp8_scaled_mm(const at::Tensor& a, const at::Tensor& a_scale, const at::Tensor& b,
