@@ -138,14 +138,15 @@ MXF_DEV void front_tree(float (*red)[kVirtualLanes], int rows) {
 // in flight together, so a CTA pays one latency per round instead of one per chunk.
 constexpr int kFrontBatch = 4;
 
-// s = round(x + residual) of one chunk (SPEC §3), from the raw 16-bit chunks of x and residual.
-MXF_DEV Chunk8 front_s(uint4 x, uint4 r, Dtype act) {
-  const Chunk8 a = widen8(x, act), b = widen8(r, act);
+// s = round(x + residual) of one chunk (SPEC §3), from the widened chunks of x and residual.
+MXF_DEV Chunk8 front_s(const Chunk8& a, const Chunk8& b, Dtype act) {
   Chunk8 sv;
 #pragma unroll
   for (int i = 0; i < kChunk; ++i) sv.v[i] = round_to_dtype(add_rn(a.v[i], b.v[i]), act);
   return sv;
 }
+// The same from the raw 16-bit chunks.
+MXF_DEV Chunk8 front_s(uint4 x, uint4 r, Dtype act) { return front_s(widen8(x, act), widen8(r, act), act); }
 
 // Chunk c of row r of a 16-bit matrix with rows `stride16` 16-byte units apart (aligned rows).
 MXF_DEV uint4 ld_chunk16(const void* base, int stride16, int r, int c) {
@@ -169,10 +170,7 @@ MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, const void* x_rows
   const auto s_chunk = [&](int r, int64_t c) {
     const Chunk8 a = load_chunk(static_cast<const uint16_t*>(f.x) + (m0 + r) * f.x_stride, c, k, act, vx);
     const Chunk8 b = load_chunk(static_cast<const uint16_t*>(f.residual) + (m0 + r) * f.r_stride, c, k, act, vr);
-    Chunk8 sv;
-#pragma unroll
-    for (int i = 0; i < kChunk; ++i) sv.v[i] = round_to_dtype(add_rn(a.v[i], b.v[i]), act);
-    return sv;
+    return front_s(a, b, act);
   };
   for (int it = threadIdx.x; it < rows * kVirtualLanes; it += blockDim.x) {
     const int r = it / kVirtualLanes, l = it % kVirtualLanes;
