@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MAX_JOBS ?= $(shell nproc)
 export MAX_JOBS
 
-.PHONY: demo test build venv bench clean
+.PHONY: demo test build venv bench sanitize clean
 
 venv:
 	@VENV=$(VENV) scripts/setup_venv.sh
@@ -27,6 +27,11 @@ bench: build
 	$(PY) benchmarks/bench_mxfp6_linear.py
 	$(PY) benchmarks/bench_layer_front.py
 	$(PY) benchmarks/bench_mxfp8_mm.py
+
+# NVIDIA GPU only: compute-sanitizer (memcheck, racecheck, synccheck, initcheck) over every kernel
+# family, logs in sanitize_out/ (tests/sanitize/h200_results.md).
+sanitize: build
+	PY=$(PY) scripts/sanitize.sh
 
 clean:
 	rm -rf build python/mxfuse/*.so python/*.egg-info

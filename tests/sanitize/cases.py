@@ -1,0 +1,210 @@
+"""Every GPU kernel family of mxfuse on small inputs that reach each launch shape and code path, for
+NVIDIA compute-sanitizer (scripts/sanitize.sh runs it under memcheck, racecheck, synccheck and
+initcheck). Each case also checks its result (GPU against CPU bit for bit where SPEC says so,
+fused against unfused, every PDL mode and K split against the default), so a case that stopped
+reaching its kernel or computed garbage fails here too. Exits non-zero on the first failed check.
+
+    python tests/sanitize/cases.py [--quick]
+
+--quick (racecheck, the slowest tool): one dtype and fewer batch sizes per family.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import mxfuse  # noqa: E402
+from test_attention_front import QWEN3_NEXT, SMALL, Front  # noqa: E402
+
+CASES = 0
+
+
+def equal(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    global CASES
+    CASES += 1
+    g, w = got.detach().cpu().contiguous(), want.detach().cpu().contiguous()
+    if g.dtype.is_floating_point and g.element_size() in (1, 2, 4):
+        g, w = g.view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[g.element_size()]), \
+            w.view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[w.element_size()])
+    if g.shape != w.shape or not torch.equal(g, w):
+        raise SystemExit(f"FAILED: {what}")
+
+
+def near_exact(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    """The tensor-core MXFP8 kernel against the exact one: NaN at the same places, the rest within
+    a few bf16 ulps of the exact result (the block dots' order differs)."""
+    global CASES
+    CASES += 1
+    g, w = got.float().cpu(), want.float()
+    if not torch.equal(torch.isnan(g), torch.isnan(w)):
+        raise SystemExit(f"FAILED: {what}: NaN positions differ")
+    ok = ~torch.isnan(w)
+    if not bool(((g[ok] - w[ok]).abs() <= 2 ** -6 * w[ok].abs() + 1e-3).all()):
+        raise SystemExit(f"FAILED: {what}: max diff {(g[ok] - w[ok]).abs().max().item()}")
+
+
+def rand(shape, dtype, seed, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g) * scale).to(dtype)
+
+
+def norms(dtypes, ms) -> None:
+    for dt in dtypes:
+        for m, h in [(m, 2048) for m in ms] + [(3, 96), (2, 6144)]:
+            x, r, w = rand((m, h), dt, 1), rand((m, h), dt, 2, 4.0), rand((h,), dt, 3, 0.2)
+            xg, rg, wg = x.cuda(), r.cuda(), w.cuda()
+            equal(mxfuse.gemma_rmsnorm(xg, wg), mxfuse.gemma_rmsnorm(x, w), f"gemma_rmsnorm {dt} {m}x{h}")
+            for rule in ("ceil", "floor"):
+                cq = mxfuse.gemma_rmsnorm_mxfp8(x, w, scale_rule=rule)
+                gq = mxfuse.gemma_rmsnorm_mxfp8(xg, wg, scale_rule=rule)
+                for a, b in zip(gq, cq):
+                    equal(a, b, f"gemma_rmsnorm_mxfp8 {rule} {dt} {m}x{h}")
+            rc, rgc = r.clone(), rg.clone()
+            equal(mxfuse.gemma_fused_add_rmsnorm(xg, rgc, wg), mxfuse.gemma_fused_add_rmsnorm(x, rc, w),
+                  f"gemma_fused_add_rmsnorm {dt} {m}x{h}")
+            equal(rgc, rc, "residual")
+            rc, rgc = r.clone(), rg.clone()
+            for a, b in zip(mxfuse.gemma_fused_add_rmsnorm_mxfp8(xg, rgc, wg),
+                            mxfuse.gemma_fused_add_rmsnorm_mxfp8(x, rc, w)):
+                equal(a, b, f"gemma_fused_add_rmsnorm_mxfp8 {dt} {m}x{h}")
+            equal(rgc, rc, "residual (mxfp8)")
+            codes, scales = mxfuse.mxfp8_quantize(x)
+            for a, b in zip(mxfuse.mxfp8_quantize(xg), (codes, scales)):
+                equal(a, b, f"mxfp8_quantize {dt} {m}x{h}")
+            equal(mxfuse.mxfp8_dequantize(codes.cuda(), scales.cuda(), dt),
+                  mxfuse.mxfp8_dequantize(codes, scales, dt), f"mxfp8_dequantize {dt} {m}x{h}")
+
+
+def fp6_weights(n, k, dt, seed):
+    """Rows of small and of large blocks, so that the linear takes both its folded-scale and its
+    per-group-scale paths (scale bytes above 128 for the large ones)."""
+    w = rand((n, k), dt, seed, 0.05)
+    w[n // 2:n // 2 + 16, : k // 2] *= 4096
+    return w
+
+
+def fp6(dtypes, ms) -> None:
+    for dt in dtypes:
+        for n, k in [(64, 256), (2560, 6144)]:
+            w = fp6_weights(n, k, dt, 5)
+            packed, scales = mxfuse.mxfp6_pack(w)
+            pg, sg = mxfuse.mxfp6_pack(w.cuda())
+            equal(pg, packed, f"mxfp6_pack {dt} {n}x{k}")
+            equal(sg, scales, f"mxfp6_pack scales {dt} {n}x{k}")
+            equal(mxfuse.mxfp6_unpack(pg, sg, dt), mxfuse.mxfp6_unpack(packed, scales, dt),
+                  f"mxfp6_unpack {dt} {n}x{k}")
+            wr, wgr = w.clone(), w.cuda()
+            mxfuse.mxfp6_round_(wr)
+            mxfuse.mxfp6_round_(wgr)
+            equal(wgr, wr, f"mxfp6_round_ {dt} {n}x{k}")
+    # The linear: every launch shape of the heuristic (2560 x 6144: two row tiles, 4 warps,
+    # clusters of 4; 9216 x 2048: two row tiles, 8 warps; 2048 x 4096 and 64 x 256: one row tile
+    # and K split over clusters; 1024 x 2048: one row tile, cluster of 2), both item sizes, every
+    # PDL mode. Within one weight shape every mode and item size gives the default's bits.
+    shapes = [(64, 256), (1024, 2048), (2048, 4096), (2560, 6144), (9216, 2048)]
+    for dt in dtypes:
+        for n, k in shapes:
+            w = fp6_weights(n, k, dt, 7)
+            packed, scales = mxfuse.mxfp6_pack(w.cuda())
+            bias = rand((n,), dt, 8).cuda()
+            for m in ms:
+                x = rand((m, k), dt, 9).cuda()
+                mxfuse.set_pdl("off")
+                want = mxfuse.mxfp6_linear(x, packed, scales, bias)
+                for mode in ("on", "prefetch_weights"):
+                    mxfuse.set_pdl(mode)
+                    for item in ("1", "2"):
+                        os.environ["MXFUSE_FP6_ITEM_RT"] = item
+                        # two calls back to back: the second is launched while the first runs
+                        y1 = mxfuse.mxfp6_linear(x, packed, scales, bias)
+                        y2 = mxfuse.mxfp6_linear(x, packed, scales, bias)
+                        equal(y1, want, f"mxfp6_linear {dt} {n}x{k} m={m} {mode} item_rt={item}")
+                        equal(y2, want, f"mxfp6_linear {dt} {n}x{k} m={m} {mode} item_rt={item} (2nd)")
+                    os.environ.pop("MXFUSE_FP6_ITEM_RT")
+                mxfuse.set_pdl("on")
+                # A pinned shape that the heuristic does not pick here (its order differs, so only
+                # against the fp64 product of the unpacked weights, loosely).
+                for env in ({"MXFUSE_FP6_RT": "1", "MXFUSE_FP6_WARPS": "8", "MXFUSE_FP6_SPLIT": "8"},
+                            {"MXFUSE_FP6_RT": "2", "MXFUSE_FP6_WARPS": "4", "MXFUSE_FP6_SPLIT": "2"}):
+                    os.environ.update(env)
+                    y = mxfuse.mxfp6_linear(x, packed, scales, bias)
+                    for v in env:
+                        os.environ.pop(v)
+                    ref = x.double() @ mxfuse.mxfp6_unpack(packed, scales, dt).double().T + bias.double()
+                    err = ((y.double() - ref).norm() / ref.norm()).item()
+                    global CASES
+                    CASES += 1
+                    if not err < 1e-2:
+                        raise SystemExit(f"FAILED: mxfp6_linear pinned {env} {dt} {n}x{k} m={m}: rel err {err}")
+
+
+def front(dtypes, ms) -> None:
+    for dt in dtypes:
+        for cfg in SMALL + [QWEN3_NEXT]:
+            for m in ms:
+                f = Front(cfg, m, dt, "cuda")
+                for mode in ("off", "on", "prefetch_weights"):
+                    mxfuse.set_pdl(mode)
+                    got = f.run()
+                    want = f.run(mxfuse.attention_front_unfused)
+                    for i, (a, b) in enumerate(zip(got, want)):
+                        equal(a, b, f"attention_front {dt} {cfg} m={m} {mode} output {i}")
+                mxfuse.set_pdl("on")
+
+
+def fp8_mm(ms, quick) -> None:
+    g = torch.Generator().manual_seed(11)
+    for n, k in [(40, 96), (2560, 6144)] + ([] if quick else [(48, 4128)]):
+        b, bs = mxfuse.mxfp8_quantize(torch.randn(n, k, generator=g) * 0.02)
+        bs[0, 0] = 255  # a NaN scale
+        bs[1, :] = 40  # scales whose block terms leave the one-multiply case
+        bias = torch.randn(n, generator=g).to(torch.bfloat16)
+        for m in ms:
+            a, as_ = mxfuse.mxfp8_quantize(torch.randn(m, k, generator=g))
+            as_[-1, -1] = 200
+            for layout in ("1x32", "32x32"):
+                if layout == "32x32" and n % 32:
+                    continue
+                bsl = bs if layout == "1x32" else bs[::32].contiguous()
+                want = mxfuse.mxfp8_scaled_mm(a, as_, b, bsl, torch.bfloat16, bias, b_scale_layout=layout)
+                args = (a.cuda(), as_.cuda(), b.cuda(), bsl.cuda(), torch.bfloat16, bias.cuda())
+                mxfuse.set_fp8_mm_kernel("exact")
+                equal(mxfuse.mxfp8_scaled_mm(*args, b_scale_layout=layout), want,
+                      f"mxfp8_scaled_mm exact {n}x{k} m={m} {layout}")
+                if torch.cuda.get_device_capability() >= (8, 9):
+                    mxfuse.set_fp8_mm_kernel("tensor_cores")
+                    for warps in [""] + ([] if quick else ["1", "16"]):
+                        os.environ["MXFUSE_FP8_TC_WARPS"] = warps
+                        y = mxfuse.mxfp8_scaled_mm(*args, b_scale_layout=layout)
+                        os.environ.pop("MXFUSE_FP8_TC_WARPS")
+                        near_exact(y, want, f"mxfp8_scaled_mm tensor_cores warps={warps or 'auto'} {n}x{k} m={m} {layout}")
+                    mxfuse.set_fp8_mm_kernel("exact")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", nargs="*", default=["norms", "fp6", "front", "fp8_mm"])
+    args = ap.parse_args()
+    dtypes = [torch.bfloat16] if args.quick else [torch.bfloat16, torch.float16]
+    t0 = time.time()
+    if "norms" in args.only:
+        norms(dtypes, [1, 37] if args.quick else [1, 5, 37])
+    if "fp6" in args.only:
+        fp6(dtypes, [1, 16, 37] if args.quick else [1, 3, 8, 16, 37])
+    if "front" in args.only:
+        front(dtypes, [1, 9] if args.quick else [1, 2, 9])
+    if "fp8_mm" in args.only:
+        fp8_mm([1, 16, 37] if args.quick else [1, 2, 3, 8, 16, 37], args.quick)
+    torch.cuda.synchronize()
+    print(f"sanitize cases: {CASES} checks passed in {time.time() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
