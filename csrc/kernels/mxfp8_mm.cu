@@ -475,17 +475,25 @@ __global__ void __launch_bounds__(kTcMaxWarps * 32) fp8_mm_tc_kernel(const Fp8Mm
 #endif
 }
 
-// CTAs of the two-n8-block kernel per SM at `warps` warps (the occupancy API, once per value).
+// CTAs of the two-n8-block kernel per SM at `warps` warps on the current device (the occupancy
+// API, once per device and value; devices past the cache are asked every time).
 int tc_ctas_per_sm(int warps) {
-  static std::atomic<int> cache[kTcMaxWarps + 1] = {};
-  int v = cache[warps].load(std::memory_order_relaxed);
+  constexpr int kCachedDevices = 64;
+  static std::atomic<int> cache[kCachedDevices][kTcMaxWarps + 1] = {};
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    dev = -1;
+  }
+  const bool cached = dev >= 0 && dev < kCachedDevices;
+  int v = cached ? cache[dev][warps].load(std::memory_order_relaxed) : 0;
   if (v == 0) {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, fp8_mm_tc_kernel<2>, warps * 32,
                                                       warps * kTcWarpBytes) != cudaSuccess || v < 1) {
       (void)cudaGetLastError();
       v = 1;
     }
-    cache[warps].store(v, std::memory_order_relaxed);
+    if (cached) cache[dev][warps].store(v, std::memory_order_relaxed);
   }
   return v;
 }
