@@ -40,3 +40,24 @@ def test_trace_entries_are_the_entry_units_and_declarations():
         assert f"error_t {name}(const {params}& p, stream_t stream);" in decls
         unit = read(f"{trace.KERNELS}/mxfp6_{name}.cu")
         assert f"MXF_FP6_DEFINE_ENTRY({name}, {dtype}, {nb}, {params})" in unit, unit
+
+
+def test_sanitize_cases_run_with_a_cpu_stand_in():
+    """tests/sanitize/cases.py runs only under compute-sanitizer on a GPU node. Here its norm and
+    MXFP8 GEMM families run in a fresh interpreter with `.cuda()` as the identity (CPU against CPU),
+    so a renamed op or argument shows up in CI and not first on the GPU machine."""
+    import subprocess
+
+    code = (
+        "import sys, torch\n"
+        "torch.Tensor.cuda = lambda self, *a, **k: self\n"
+        "torch.cuda.get_device_capability = lambda *a: (9, 0)\n"
+        f"sys.path.insert(0, {os.path.join(ROOT, 'tests', 'sanitize')!r})\n"
+        "import cases\n"
+        "cases.norms([torch.bfloat16], [1])\n"
+        "cases.fp8_mm([1, 3], True)\n"
+        "print('checks', cases.CASES)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert int(r.stdout.split("checks")[-1]) > 40, r.stdout
