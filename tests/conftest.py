@@ -163,6 +163,19 @@ def run_with_env(code: str, var: str, value: str):
                           text=True, timeout=120)
 
 
+def assert_env_setting(getter: str, var: str, value: str, want: str | None, error: str) -> None:
+    """A process setting whose initial value comes from ``var``: in a fresh interpreter with
+    ``var=value``, ``import mxfuse; print(mxfuse.<getter>())`` prints ``want``, or, for
+    ``want=None``, fails with ``error`` and the bad value quoted in the message."""
+    r = run_with_env(f"import mxfuse; print(mxfuse.{getter}())", var, value)
+    if want is None:
+        assert r.returncode != 0
+        assert error in r.stderr and f"got '{value}'" in r.stderr
+    else:
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == want
+
+
 def generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 

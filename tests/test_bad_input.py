@@ -9,12 +9,12 @@ from conftest import (
     NORM_KINDS,
     OPS,
     assert_bitwise_equal,
+    assert_env_setting,
     kind_has_residual,
     make_norm_inputs,
     randn,
     requires_cuda,
     requires_mxfp6,
-    run_with_env,
 )
 
 N = 256
@@ -318,10 +318,4 @@ def test_pdl_mode_range(restore_pdl):
 def test_pdl_env_value_checked(value, want):
     # MXFUSE_PDL sets the initial mode; it is read while no set_pdl call has been made, so each
     # case runs in a fresh interpreter. A bad value is an error that names the variable.
-    r = run_with_env("import mxfuse; print(mxfuse.pdl_mode())", "MXFUSE_PDL", value)
-    if want is None:
-        assert r.returncode != 0
-        assert "MXFUSE_PDL must be 0 (off), 1 (on) or 2" in r.stderr and f"got '{value}'" in r.stderr
-    else:
-        assert r.returncode == 0, r.stderr
-        assert r.stdout.strip() == want
+    assert_env_setting("pdl_mode", "MXFUSE_PDL", value, want, "MXFUSE_PDL must be 0 (off), 1 (on) or 2")

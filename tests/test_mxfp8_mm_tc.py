@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import HAS_CUDA, OPS, assert_bitwise_equal, dtype_id, randn, run_poisoned, run_with_env
+from conftest import HAS_CUDA, OPS, assert_bitwise_equal, assert_env_setting, dtype_id, randn, run_poisoned
 from test_mxfp8_mm import E4M3, OUT_DTYPES, b_scale_for, bound, codes, mm, scale_bytes
 
 import mxfuse
@@ -56,13 +56,8 @@ def test_setting_round_trips():
 def test_env_value_checked(value, want):
     # MXFUSE_FP8_MM sets the initial choice, read while no set_fp8_mm_kernel call has been made,
     # so each case runs in a fresh interpreter. A bad value is an error naming the variable.
-    r = run_with_env("import mxfuse; print(mxfuse.fp8_mm_kernel())", "MXFUSE_FP8_MM", value)
-    if want is None:
-        assert r.returncode != 0
-        assert "MXFUSE_FP8_MM must be 'exact' or 'tensor_cores'" in r.stderr and f"got '{value}'" in r.stderr
-    else:
-        assert r.returncode == 0, r.stderr
-        assert r.stdout.strip() == want
+    assert_env_setting("fp8_mm_kernel", "MXFUSE_FP8_MM", value, want,
+                       "MXFUSE_FP8_MM must be 'exact' or 'tensor_cores'")
 
 
 def test_cpu_op_ignores_the_setting(tensor_cores):

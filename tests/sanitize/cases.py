@@ -20,44 +20,43 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import mxfuse  # noqa: E402
+from conftest import assert_bitwise_equal, randn  # noqa: E402
 from test_attention_front import QWEN3_NEXT, SMALL, Front  # noqa: E402
 
 CASES = 0
 
 
-def equal(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+def check(ok: bool, what: str) -> None:
+    """One counted check; a failure ends the run (non-zero exit) with what failed."""
     global CASES
     CASES += 1
-    g, w = got.detach().cpu().contiguous(), want.detach().cpu().contiguous()
-    if g.dtype.is_floating_point and g.element_size() in (1, 2, 4):
-        g, w = g.view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[g.element_size()]), \
-            w.view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[w.element_size()])
-    if g.shape != w.shape or not torch.equal(g, w):
+    if not ok:
         raise SystemExit(f"FAILED: {what}")
+
+
+def equal(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    try:
+        assert_bitwise_equal(got, want, what)
+        ok, msg = True, what
+    except AssertionError as e:
+        ok, msg = False, str(e)
+    check(ok, msg)
 
 
 def near_exact(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     """The tensor-core MXFP8 kernel against the exact one: NaN at the same places, the rest within
     a few bf16 ulps of the exact result (the block dots' order differs)."""
-    global CASES
-    CASES += 1
     g, w = got.float().cpu(), want.float()
-    if not torch.equal(torch.isnan(g), torch.isnan(w)):
-        raise SystemExit(f"FAILED: {what}: NaN positions differ")
+    check(torch.equal(torch.isnan(g), torch.isnan(w)), f"{what}: NaN positions differ")
     ok = ~torch.isnan(w)
-    if not bool(((g[ok] - w[ok]).abs() <= 2 ** -6 * w[ok].abs() + 1e-3).all()):
-        raise SystemExit(f"FAILED: {what}: max diff {(g[ok] - w[ok]).abs().max().item()}")
-
-
-def rand(shape, dtype, seed, scale=1.0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g) * scale).to(dtype)
+    check(bool(((g[ok] - w[ok]).abs() <= 2 ** -6 * w[ok].abs() + 1e-3).all()),
+          f"{what}: max diff {(g[ok] - w[ok]).abs().max().item()}")
 
 
 def norms(dtypes, ms) -> None:
     for dt in dtypes:
         for m, h in [(m, 2048) for m in ms] + [(3, 96), (2, 6144)]:
-            x, r, w = rand((m, h), dt, 1), rand((m, h), dt, 2, 4.0), rand((h,), dt, 3, 0.2)
+            x, r, w = randn((m, h), dt, 1), randn((m, h), dt, 2, 4.0), randn((h,), dt, 3, 0.2)
             xg, rg, wg = x.cuda(), r.cuda(), w.cuda()
             equal(mxfuse.gemma_rmsnorm(xg, wg), mxfuse.gemma_rmsnorm(x, w), f"gemma_rmsnorm {dt} {m}x{h}")
             for rule in ("ceil", "floor"):
@@ -84,7 +83,7 @@ def norms(dtypes, ms) -> None:
 def fp6_weights(n, k, dt, seed):
     """Rows of small and of large blocks, so that the linear takes both its folded-scale and its
     per-group-scale paths (scale bytes above 128 for the large ones)."""
-    w = rand((n, k), dt, seed, 0.05)
+    w = randn((n, k), dt, seed, 0.05)
     w[n // 2:n // 2 + 16, : k // 2] *= 4096
     return w
 
@@ -112,9 +111,9 @@ def fp6(dtypes, ms) -> None:
         for n, k in shapes:
             w = fp6_weights(n, k, dt, 7)
             packed, scales = mxfuse.mxfp6_pack(w.cuda())
-            bias = rand((n,), dt, 8).cuda()
+            bias = randn((n,), dt, 8).cuda()
             for m in ms:
-                x = rand((m, k), dt, 9).cuda()
+                x = randn((m, k), dt, 9).cuda()
                 mxfuse.set_pdl("off")
                 want = mxfuse.mxfp6_linear(x, packed, scales, bias)
                 for mode in ("on", "prefetch_weights"):
@@ -138,10 +137,7 @@ def fp6(dtypes, ms) -> None:
                         os.environ.pop(v)
                     ref = x.double() @ mxfuse.mxfp6_unpack(packed, scales, dt).double().T + bias.double()
                     err = ((y.double() - ref).norm() / ref.norm()).item()
-                    global CASES
-                    CASES += 1
-                    if not err < 1e-2:
-                        raise SystemExit(f"FAILED: mxfp6_linear pinned {env} {dt} {n}x{k} m={m}: rel err {err}")
+                    check(err < 1e-2, f"mxfp6_linear pinned {env} {dt} {n}x{k} m={m}: rel err {err}")
 
 
 def front(dtypes, ms) -> None:
