@@ -38,14 +38,9 @@ def main() -> None:
     print(f"copy bandwidth: {copy_gbs:.0f} GB/s (read + write)", flush=True)
     rows, table = [], []
     for n, k in harness.parse_shapes(args.shapes):
-        bs, bdq = [], []
-        for _ in range(harness.INPUT_SETS):
-            b, bsc = mxfuse.mxfp8_quantize(torch.randn(n, k, device="cuda") * 0.02)
-            bs.append((b, bsc))
-            bdq.append(mxfuse.mxfp8_dequantize(b, bsc, torch.bfloat16))
+        bs, bdq = harness.mxfp8_sets(n, k, 0.02)
         for m in args.ms:
-            qs = [mxfuse.mxfp8_quantize(torch.randn(m, k, device="cuda")) for _ in range(harness.INPUT_SETS)]
-            adq = [mxfuse.mxfp8_dequantize(a, s, torch.bfloat16) for a, s in qs]
+            qs, adq = harness.mxfp8_sets(m, k)
             # Verify before timing: bit for bit against the CPU op on the first set.
             y = mxfuse.mxfp8_scaled_mm(*qs[0], *bs[0], torch.bfloat16, b_scale_layout="1x32")
             y_cpu = mxfuse.mxfp8_scaled_mm(*(t.cpu() for t in (*qs[0], *bs[0])), torch.bfloat16,

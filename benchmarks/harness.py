@@ -72,6 +72,15 @@ def parse_shapes(shapes: list[str]) -> list[tuple[int, int]]:
     return [tuple(int(v) for v in shape.split("x")) for shape in shapes]
 
 
+def mxfp8_sets(rows: int, k: int, scale: float = 1.0):
+    """INPUT_SETS random [rows, k] operands on the GPU, MXFP8-quantized (codes, scales), with their
+    bf16 dequantizations (the cuBLAS baseline's operands)."""
+    import mxfuse
+
+    qs = [mxfuse.mxfp8_quantize(torch.randn(rows, k, device="cuda") * scale) for _ in range(INPUT_SETS)]
+    return qs, [mxfuse.mxfp8_dequantize(c, s, torch.bfloat16) for c, s in qs]
+
+
 def copy_bandwidth_gbs(nbytes: int = 1 << 31) -> float:
     """Device-to-device copy bandwidth (bytes read + written per second), graph-timed: the best of
     a copy_ (inside a graph it may run on a copy engine) and an SM kernel doing the same traffic."""

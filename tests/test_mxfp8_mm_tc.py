@@ -132,7 +132,7 @@ def test_overflow_and_cancellation(tensor_cores):
     assert got[0, 0].isnan() and got[1, 0].item() == 0.0
 
 
-SCALE_EDGES = [0, 1, 63, 64, 100, 127, 150, 190, 191, 200, 254, 255]
+SCALE_EDGES = [0, 1, 63, 64, 72, 73, 100, 127, 150, 179, 180, 190, 191, 200, 254, 255]
 
 
 @requires_fp8_mma
@@ -140,16 +140,19 @@ def test_block_terms_bitwise(tensor_cores):
     """Each block term is the block dot times 2^(sa + sb - 254) rounded once (NaN for a 0xFF scale),
     added in K order: with K = 128 (one warp, one group of four blocks) the output equals that sum
     built from the kernel's own block dots (runs of one block at scales 2^0), bit for bit. Scales
-    at and around every edge of the kernel's one-multiply paths (the group test [64, 190], the
-    pair test, the fp32 normal range, 0 and 0xFF), and rows whose scales all pass the group test."""
+    at and around every edge of the kernel's paths (the group test [73, 179] of the fma terms, the
+    pair test of the one-multiply terms, the fp32 normal range, 0 and 0xFF), rows whose scales all
+    pass the group test, and rows in [64, 190] (the one-multiply pair test's range)."""
     m, n, k = 8, 32, 128
     gen = torch.Generator().manual_seed(81)
     a, b = codes((m, k), 82), codes((n, k), 83)
     edges = torch.tensor(SCALE_EDGES, dtype=torch.uint8)
     asc = edges[torch.randint(0, len(SCALE_EDGES), (m, 4), generator=gen)]
     bsc = edges[torch.randint(0, len(SCALE_EDGES), (n, 4), generator=gen)]
-    asc[:3] = torch.randint(64, 191, (3, 4), generator=gen, dtype=torch.uint8)  # all in [64, 190]
-    bsc[:5] = torch.randint(64, 191, (5, 4), generator=gen, dtype=torch.uint8)
+    asc[:3] = torch.randint(73, 180, (3, 4), generator=gen, dtype=torch.uint8)  # all in [73, 179]
+    bsc[:5] = torch.randint(73, 180, (5, 4), generator=gen, dtype=torch.uint8)
+    asc[3:5] = torch.randint(64, 191, (2, 4), generator=gen, dtype=torch.uint8)  # all in [64, 190]
+    bsc[5:9] = torch.randint(64, 191, (4, 4), generator=gen, dtype=torch.uint8)
     one_a, one_b = torch.full((m, 1), 127, dtype=torch.uint8), torch.full((n, 1), 127, dtype=torch.uint8)
     want = torch.zeros(m, n, dtype=torch.float32)
     for j in range(4):
@@ -196,15 +199,45 @@ def test_every_k_split(warps, tensor_cores, monkeypatch):
         assert_bitwise_equal(part, got[i : i + rows], f"warps {warps}: rows {i}..{i + rows - 1} alone")
 
 
-@pytest.mark.parametrize("value", ["3", "2x", "four", "32"])
-def test_bad_k_split_setting(value, monkeypatch):
-    monkeypatch.setenv("MXFUSE_FP8_TC_WARPS", value)
+@pytest.mark.parametrize(
+    "var, value, expected",
+    [("MXFUSE_FP8_TC_WARPS", v, "1, 2, 4, 8 or 16") for v in ("3", "2x", "four", "32")]
+    + [("MXFUSE_FP8_TC_SPLIT", v, "1, 2 or 4") for v in ("3", "8", "two")],
+)
+def test_bad_launch_setting(var, value, expected, monkeypatch):
+    """The tensor-core kernel's K split and cluster split settings: strict values, named errors."""
+    monkeypatch.setenv(var, value)
     a, asc = codes((2, 64), 1), scale_bytes((2, 2), 120, 130, 2)
     b, bsc = codes((16, 64), 3), scale_bytes((16, 2), 120, 130, 4)
     if HAS_CUDA and torch.version.hip is None:  # read by every CUDA launch of the op
-        with pytest.raises(RuntimeError, match=f"MXFUSE_FP8_TC_WARPS must be 1, 2, 4, 8 or 16, got '{value}'"):
+        with pytest.raises(RuntimeError, match=f"{var} must be {expected}, got '{value}'"):
             mm(a, asc, b, bsc, torch.float32, None, "1x32", "cuda")
     mm(a, asc, b, bsc, torch.float32)  # the CPU op does not read it
+
+
+@requires_fp8_mma
+@pytest.mark.parametrize("split", ["2", "4"])
+@pytest.mark.parametrize("warps", ["4", "16"])
+def test_cluster_split_keeps_the_bits(split, warps, tensor_cores, monkeypatch):
+    """An output tile shared by the CTAs of a cluster (MXFUSE_FP8_TC_SPLIT; sm_90+, else ignored)
+    runs the same virtual warps, so it gives the bits of one CTA: bf16 and fp32 outputs, a bias,
+    one and two n8 blocks, a partial last tile and group, NaN codes and scales at every edge."""
+    m, n, k = 37, 40, 4096 + 96
+    a, asc, b, bsc = quantized(m, n, k, "1x32", 91)
+    gen = torch.Generator().manual_seed(92)
+    edges = torch.tensor(SCALE_EDGES, dtype=torch.uint8)
+    asc[30:] = edges[torch.randint(0, len(SCALE_EDGES), (m - 30, k // 32), generator=gen)]
+    bsc[33:] = edges[torch.randint(0, len(SCALE_EDGES), (n - 33, k // 32), generator=gen)]
+    a.view(torch.uint8)[29, 40] = 0x7F  # NaN code
+    monkeypatch.setenv("MXFUSE_FP8_TC_WARPS", warps)
+    for out_dtype in OUT_DTYPES:
+        bias = randn((n,), out_dtype, 93)
+        for rows in (slice(0, 8), slice(0, 16), slice(0, m)):
+            monkeypatch.setenv("MXFUSE_FP8_TC_SPLIT", "1")
+            want = mm(a[rows], asc[rows], b, bsc, out_dtype, bias, "1x32", "cuda")
+            monkeypatch.setenv("MXFUSE_FP8_TC_SPLIT", split)
+            got = mm(a[rows], asc[rows], b, bsc, out_dtype, bias, "1x32", "cuda")
+            assert_bitwise_equal(got, want, f"split {split}, warps {warps}, rows {rows}, {out_dtype}")
 
 
 @requires_fp8_mma
@@ -281,6 +314,28 @@ def test_launches_the_tensor_core_kernel(tensor_cores):
     assert any("fp8_mm_tc_kernel" in name for name in kernels("tensor_cores"))
     exact = kernels("exact")
     assert exact and not any("fp8_mm_tc_kernel" in name for name in exact)
+
+
+@requires_fp8_mma
+def test_cluster_split_chosen_where_it_balances_the_sms(tensor_cores):
+    """On sm_90+, an output tile is shared by a cluster of two CTAs when there are between 1 and
+    1.5 tiles per SM (fp8_mm_tc_kernel<kNB, 2>), and not with fewer tiles than SMs."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("clusters need sm_90+")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+
+    def launched(n, m):
+        a, asc = codes((m, 1024), 1).cuda(), scale_bytes((m, 32), 120, 130, 2).cuda()
+        b, bsc = codes((n, 1024), 3).cuda(), scale_bytes((n, 32), 120, 130, 4).cuda()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            OPS.mxfp8_scaled_mm(a, asc, b, bsc, torch.bfloat16, None, b_scale_layout="1x32")
+            torch.cuda.synchronize()
+        return [e.name for e in prof.events() if "fp8_mm_tc_kernel" in e.name]
+
+    n = 16 * (sms + sms // 4)
+    assert any("fp8_mm_tc_kernel<1, 2>" in name for name in launched(n, 1)), launched(n, 1)
+    assert any("fp8_mm_tc_kernel<2, 2>" in name for name in launched(n, 16)), launched(n, 16)
+    assert any("fp8_mm_tc_kernel<1, 1>" in name for name in launched(16 * (sms // 2), 1))
 
 
 @requires_fp8_mma

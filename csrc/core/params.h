@@ -107,6 +107,8 @@ struct Fp8MmParams {
   bool scale_words = false;          // both scale tensors 4-byte aligned and K % 128 == 0
   int num_sms = 132;                 // of the device, to size the tensor-core launch
   int tc_warps_override = 0;         // tests/benchmarks: warps per CTA of the tensor-core kernel
+  bool clusters = false;             // thread-block clusters (NVIDIA sm_90+)
+  int tc_split_override = 0;         // tests/benchmarks: CTAs per cluster sharing an output tile
 };
 
 }  // namespace mxf

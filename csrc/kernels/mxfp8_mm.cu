@@ -21,6 +21,8 @@
 // on the operands only. Groups meet only at __syncthreads, so the kernel does not depend on the
 // warp (or wavefront) width.
 #include <atomic>
+#include <cstdlib>
+#include <type_traits>
 
 #include "../core/mx.h"
 #include "arch.h"
@@ -249,10 +251,12 @@ error_t launch_tile(const Fp8MmParams& p, stream_t stream) {
 // tokens). Its warps split K into contiguous ranges of whole groups of 4 blocks (the split
 // depends on N, K and the SM count only). Per K block one mma per n8 block, from zero, gives the
 // block's dot of codes (the tensor core's sum); then, as in the exact order, the dot times
-// 2^(sa + sb - 254) is rounded once (mxfp8_block_term; one multiply when that power is a normal
-// fp32) and added to the warp's fp32 accumulator in K order. The CTA adds its warps' partials in
+// 2^(sa + sb - 254) is rounded once (mxfp8_block_term; one fma or one multiply when that is
+// exact) and added to the warp's fp32 accumulator in K order. The CTA adds its warps' partials in
 // warp order, then the bias, and rounds once. Every output runs the same operations whatever M
-// (mma columns are independent), so a row of `a` gives the same bits at any batch size.
+// (mma columns are independent), so a row of `a` gives the same bits at any batch size. On sm_90
+// the kS CTAs of a cluster may share the tile: they run the virtual warps of one CTA, and the
+// leader adds all their partials in the same order (tc_split).
 //
 // Each warp streams its weight rows through a private cp.async ring of kTcStages groups (16 rows x
 // 4 blocks, 128 bytes per row, rows padded to 160 bytes so the fragment reads are free of bank
@@ -282,14 +286,43 @@ MXF_DEV uint32_t scale_word(const uint8_t* row, bool words, int64_t left) {
   return v;
 }
 
-// Every byte of w in [64, 190], the four bytes at once: in v = w - 0x40404040, a byte of w below
-// 64 leaves its byte of v at 0xBF or above (it borrows), and a byte of w at 191 or above leaves
-// 127 or more, so v or v + 0x01010101 has that byte's top bit set; bytes in range leave 0..126,
-// where neither has it (and neither borrows nor carries).
-MXF_DEV bool bytes_in_64_190(uint32_t w) {
-  const uint32_t v = w - 0x40404040u;
-  return (((v + 0x01010101u) | v) & 0x80808080u) == 0u;
+// Every byte of w in [73, 179], the four bytes at once: in v = w - 0x49494949, a byte of w below
+// 73 leaves its byte of v at 0xB7 or above (it borrows), and a byte of w at 180 or above leaves 107
+// or more, so v or v + 0x15151515 (21 = 127 - 106) has that byte's top bit set; bytes in range
+// leave 0..106, where neither has it (and neither borrows nor carries). Then for every pair
+// e = sa + sb - 254 lies in [-108, 104]. A block dot is 0 or at least 2^-18 in magnitude (a sum
+// of multiples of 2^-18, the smallest E4M3 product) and below 2^23 (32 * 448^2), so dot * 2^e is
+// an exact normal fp32: the one-multiply term rounds nothing, and fma(dot, 2^e, acc) equals
+// acc + (dot * 2^e), the exact order's add, bit for bit.
+MXF_DEV bool bytes_in_73_179(uint32_t w) {
+  const uint32_t v = w - 0x49494949u;
+  return (((v + 0x15151515u) | v) & 0x80808080u) == 0u;
 }
+
+#if defined(MXF_HAS_MMA_PIPE) && MXF_CUDA_ARCH == 900
+// Four E4M3 codes (little-endian bytes of w) as two f16 pairs: bytes 0-1 in lo, 2-3 in hi (exact).
+MXF_DEV void e4m3x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+}
+
+// The block's dot of codes: A = {w_lo.x, w_hi.x, w_lo.y, w_hi.y} (rows g, g + 8), B = {b.x, b.y}.
+// sm_90 has no FP8 mma.sync; ptxas expands mma.m16n8k32.e4m3 into the f16 conversions of both
+// operands' low and high code pairs and two m16n8k16 f16 mmas (low pairs from zero, then high),
+// followed by an add of +0 per output. That expansion is written out here (same conversions, same
+// two mmas in the same order, so the same dots) without the +0 adds, which only turn a -0 dot into
+// +0: every term then adds to an accumulator that starts at +0 and so is never -0, where both
+// zeros give the same sum. The caller converts the weight fragment once for all n8 blocks.
+MXF_DEV void block_dot_f16(const uint32_t (&al)[4], const uint32_t (&ah)[4], uint2 b, float (&d)[4]) {
+  uint32_t bl0, bh0, bl1, bh1;
+  e4m3x4_to_f16x2(b.x, bl0, bh0);
+  e4m3x4_to_f16x2(b.y, bl1, bh1);
+  const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  mma_16816<false>(d, al, bl0, bl1, zero);
+  mma_16816<false>(d, ah, bh0, bh1, d);
+}
+#endif
 
 // 2^(sa + sb - 254) is a normal fp32 (sa + sb - 127 in [1, 254]) for the four pairs, and no scale
 // is NaN: mxfp8_block_term's one-multiply case.
@@ -299,17 +332,26 @@ MXF_DEV bool pairs_fast(uint32_t sa0, uint32_t sa1, uint32_t sb0, uint32_t sb1) 
   return amin + bmin >= 128u && amax + bmax <= 381u && amax < 255u && bmax < 255u;
 }
 
-template <int kNB>
+template <int kNB, int kS>
 __global__ void __launch_bounds__(kTcMaxWarps * 32) fp8_mm_tc_kernel(const Fp8MmParams p) {
 #if defined(MXF_HAS_FP8_MMA)
   extern __shared__ __align__(16) uint8_t smem_raw[];
   const int warps = static_cast<int>(blockDim.x / 32);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  // With kS > 1 the kS CTAs of a cluster (consecutive x indices) share the output tile: CTA rank
+  // r runs virtual warps r * warps .. r * warps + warps - 1 of the same K split.
+  [[maybe_unused]] const int rank = static_cast<int>(blockIdx.x % kS);
+#if defined(MXF_HAS_CLUSTER)
+  if constexpr (kS > 1) cluster_arrive_relaxed();  // "started", waited for before the partials are pushed
+#else
+  if constexpr (kS > 1) __trap();  // never launched: the host asks for clusters on sm_90+ only
+#endif
+  const int vwarps = warps * kS, vwarp = rank * warps + warp;
   const int64_t blocks = p.k / kMxBlock;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * 16, m0 = static_cast<int64_t>(blockIdx.x) * (8 * kNB);
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * 16, m0 = static_cast<int64_t>(blockIdx.x / kS) * (8 * kNB);
   // The warp's blocks [jb, je): whole groups of four except at the end of K.
   const int64_t groups = (blocks + kTcGroup - 1) / kTcGroup;
-  const int64_t gb = groups * warp / warps, ge = groups * (warp + 1) / warps;
+  const int64_t gb = groups * vwarp / vwarps, ge = groups * (vwarp + 1) / vwarps;
   const int64_t jb = gb * kTcGroup, je = ge * kTcGroup < blocks ? ge * kTcGroup : blocks;
   const int count = static_cast<int>(ge - gb);
   uint8_t* const ring = smem_raw + warp * kTcWarpBytes;
@@ -407,33 +449,56 @@ __global__ void __launch_bounds__(kTcMaxWarps * 32) fp8_mm_tc_kernel(const Fp8Mm
     cp_async_wait<kTcStages - 2>();
     __syncwarp();
     issue(f + kTcStages - 1);
-    // Every scale byte of the group in [64, 190]: then 2^(sa + sb - 254) is a normal fp32 for
-    // every pair (sa + sb in [128, 380]) and no scale is NaN, so each term is one multiply.
-    bool group_fast = bytes_in_64_190(cur.sb[0]) && bytes_in_64_190(cur.sb[1]);
+    // Every scale byte of the group in [73, 179] in every lane, and four blocks in the warp's
+    // range: each term is one fma (bytes_in_73_179), and the group runs without a branch, so the
+    // four blocks' conversions and mmas can overlap. Else per block and pair: one multiply and an
+    // add where 2^(sa + sb - 254) is a normal fp32 and no scale is NaN (pairs_fast), else
+    // mxfp8_block_term's general path. The same bits each way. (The test is warp-uniform: the
+    // mmas must run in every lane.)
+    bool group_fma = bytes_in_73_179(cur.sb[0]) && bytes_in_73_179(cur.sb[1]);
 #pragma unroll
     for (int nb = 0; nb < kNB; ++nb) {
-      group_fast = group_fast && bytes_in_64_190(cur.sa[nb][0]) && bytes_in_64_190(cur.sa[nb][1]);
+      group_fma = group_fma && bytes_in_73_179(cur.sa[nb][0]) && bytes_in_73_179(cur.sa[nb][1]);
     }
+    const bool fast = __all_sync(0xffffffffu, group_fma) && j0 + kTcGroup <= je;
     const int st = (f % kTcStages) * kTcStageBytes;
-#pragma unroll
-    for (int u = 0; u < kTcGroup; ++u) {
-      if (j0 + u >= je) break;
+    // Block u of the group: its dot per n8 block, and its terms added (kFma: by one fma each).
+    const auto block = [&](int u, auto fma_terms) {
       const uint2 wlo = ld8(frag_lo + st + u * kMxBlock), whi = ld8(frag_hi + st + u * kMxBlock);
+#if MXF_CUDA_ARCH == 900
+      uint32_t al[4], ah[4];  // the weight fragment's low and high code pairs as f16, for every n8 block
+      e4m3x4_to_f16x2(wlo.x, al[0], ah[0]);
+      e4m3x4_to_f16x2(whi.x, al[1], ah[1]);
+      e4m3x4_to_f16x2(wlo.y, al[2], ah[2]);
+      e4m3x4_to_f16x2(whi.y, al[3], ah[3]);
+#else
       const uint32_t A[4] = {wlo.x, whi.x, wlo.y, whi.y};
-      const uint32_t sb_lo = (cur.sb[0] >> (8 * u)) & 0xffu, sb_hi = (cur.sb[1] >> (8 * u)) & 0xffu;
+#endif
+      // Byte u of a scale word, alone in the low byte (byte 4 of the permute is b's byte 0 = 0).
+      const uint32_t sel = 0x4440u + static_cast<uint32_t>(u);
+      const uint32_t sb_lo = prmt(cur.sb[0], 0u, sel), sb_hi = prmt(cur.sb[1], 0u, sel);
       // (sb - 127) << 23: the fp32 bits of 2^(sa + sb - 254) are sa << 23 plus this.
       const uint32_t sbx_lo = (sb_lo << 23) - (127u << 23), sbx_hi = (sb_hi << 23) - (127u << 23);
 #pragma unroll
       for (int nb = 0; nb < kNB; ++nb) {
         float d[4];
+#if MXF_CUDA_ARCH == 900
+        block_dot_f16(al, ah, cur.a[u][nb], d);
+#else
         asm volatile(
             "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
             "{%8,%9}, {%10,%10,%10,%10};\n"
             : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
             : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(cur.a[u][nb].x), "r"(cur.a[u][nb].y),
               "f"(0.0f));
-        const uint32_t sa0 = (cur.sa[nb][0] >> (8 * u)) & 0xffu, sa1 = (cur.sa[nb][1] >> (8 * u)) & 0xffu;
-        if (group_fast || pairs_fast(sa0, sa1, sb_lo, sb_hi)) {
+#endif
+        const uint32_t sa0 = prmt(cur.sa[nb][0], 0u, sel), sa1 = prmt(cur.sa[nb][1], 0u, sel);
+        if constexpr (decltype(fma_terms)::value) {
+          acc[nb][0] = fma_rn(d[0], u2f((sa0 << 23) + sbx_lo), acc[nb][0]);
+          acc[nb][1] = fma_rn(d[1], u2f((sa1 << 23) + sbx_lo), acc[nb][1]);
+          acc[nb][2] = fma_rn(d[2], u2f((sa0 << 23) + sbx_hi), acc[nb][2]);
+          acc[nb][3] = fma_rn(d[3], u2f((sa1 << 23) + sbx_hi), acc[nb][3]);
+        } else if (pairs_fast(sa0, sa1, sb_lo, sb_hi)) {
           acc[nb][0] = add_rn(acc[nb][0], mul_rn(d[0], u2f((sa0 << 23) + sbx_lo)));
           acc[nb][1] = add_rn(acc[nb][1], mul_rn(d[1], u2f((sa1 << 23) + sbx_lo)));
           acc[nb][2] = add_rn(acc[nb][2], mul_rn(d[2], u2f((sa0 << 23) + sbx_hi)));
@@ -445,24 +510,55 @@ __global__ void __launch_bounds__(kTcMaxWarps * 32) fp8_mm_tc_kernel(const Fp8Mm
           acc[nb][3] = add_rn(acc[nb][3], mxfp8_block_term(d[3], sa1, sb_hi));
         }
       }
+    };
+    if (fast) {
+#pragma unroll
+      for (int u = 0; u < kTcGroup; ++u) block(u, std::true_type());
+    } else {
+#pragma unroll
+      for (int u = 0; u < kTcGroup; ++u) {
+        if (j0 + u >= je) break;
+        block(u, std::false_type());
+      }
     }
     cur = nxt;
   }
   cp_async_wait<0>();
   __syncthreads();  // the partials reuse the rings
-  float* const part = reinterpret_cast<float*>(smem_raw);  // [warp][kNB * 4][32]
+  // Partials [virtual warp][kNB * 4][32]: the CTA's own warps in its rings' memory; with kS > 1
+  // the other CTAs' warps pushed into the leader's region after the rings (distributed shared
+  // memory, one cluster barrier), so the leader adds all of them in virtual-warp order, as one
+  // CTA of vwarps warps would.
+  float* const part = reinterpret_cast<float*>(smem_raw);
+  [[maybe_unused]] float* const pushed = reinterpret_cast<float*>(smem_raw + warps * kTcWarpBytes);
+  const auto slot = [&](int w, int nb, int i) { return (w * kNB * 4 + nb * 4 + i) * 32 + lane; };
+  if (rank == 0) {
 #pragma unroll
-  for (int nb = 0; nb < kNB; ++nb)
+    for (int nb = 0; nb < kNB; ++nb)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) part[(warp * kNB * 4 + nb * 4 + i) * 32 + lane] = acc[nb][i];
+      for (int i = 0; i < 4; ++i) part[slot(warp, nb, i)] = acc[nb][i];
+  }
+#if defined(MXF_HAS_CLUSTER)
+  if constexpr (kS > 1) {
+    cluster_wait();  // every CTA of the cluster has started (arrived at the kernel's start)
+    if (rank != 0) {
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) st_cluster_f32(pushed + slot(vwarp - warps, nb, i), 0, acc[nb][i]);
+    }
+    cluster_sync();
+    if (rank != 0) return;
+  }
+#endif
   __syncthreads();
   if (warp != 0) return;
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float v = part[(nb * 4 + i) * 32 + lane];
-      for (int w = 1; w < warps; ++w) v = add_rn(v, part[(w * kNB * 4 + nb * 4 + i) * 32 + lane]);
+      float v = part[slot(0, nb, i)];
+      for (int w = 1; w < vwarps; ++w) v = add_rn(v, w < warps ? part[slot(w, nb, i)] : pushed[slot(w - warps, nb, i)]);
       const int64_t n = n0 + g + (i >= 2 ? 8 : 0), m = m0 + nb * 8 + 2 * t + (i & 1);
       if (n < p.n && m < p.m) {
         const float bias = p.bias != nullptr ? load_as_f32(p.bias, n, p.bias_dtype) : 0.0f;
@@ -473,6 +569,13 @@ __global__ void __launch_bounds__(kTcMaxWarps * 32) fp8_mm_tc_kernel(const Fp8Mm
 #else
   __trap();  // the host launches it only on sm_89+ devices
 #endif
+}
+
+// Shared memory of a CTA of `warps` warps in clusters of kS: its rings, and in the leader the
+// partials pushed by the other CTAs.
+template <int kNB, int kS>
+constexpr int tc_smem_bytes(int warps) {
+  return warps * kTcWarpBytes + (kS - 1) * warps * kNB * 4 * 32 * static_cast<int>(sizeof(float));
 }
 
 // CTAs of the two-n8-block kernel per SM at `warps` warps on the current device (the occupancy
@@ -488,8 +591,8 @@ int tc_ctas_per_sm(int warps) {
   const bool cached = dev >= 0 && dev < kCachedDevices;
   int v = cached ? cache[dev][warps].load(std::memory_order_relaxed) : 0;
   if (v == 0) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, fp8_mm_tc_kernel<2>, warps * 32,
-                                                      warps * kTcWarpBytes) != cudaSuccess || v < 1) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, fp8_mm_tc_kernel<2, 1>, warps * 32,
+                                                      tc_smem_bytes<2, 1>(warps)) != cudaSuccess || v < 1) {
       (void)cudaGetLastError();
       v = 1;
     }
@@ -512,19 +615,64 @@ int tc_warps(const Fp8MmParams& p) {
   return groups >= 8 ? 4 : 1;
 }
 
+// CTAs per cluster sharing an output tile (they run the same virtual warps, so the bits never
+// depend on it, and it may depend on M). With C CTAs of one tile each on S SMs, the busiest SM
+// runs ceil(C / S) tiles; halved CTAs run ceil(2C / S) half tiles. For S < C <= 1.5 S that is 1.5
+// tiles instead of 2: 2560 x 6144 at M <= 16 (160 tiles on 132 SMs) went 10.2 -> 9.2 us at M = 1
+// and 15.3 -> 13.4 us at M = 16 on the H200 (docs/PERF_NOTES.md); clusters of 4 were no faster,
+// and at 12288 x 6144 (one-warp CTAs) halving was 40-50% slower. The CTA's warps already fit in
+// one wave at C, so the halved ones (2C <= 3S, each half the registers and rings) do too. Tests
+// and benchmarks may pin it (MXFUSE_FP8_TC_SPLIT), as far as the warps allow. sm_90+ only.
+int tc_split(const Fp8MmParams& p, int vwarps, int64_t mtiles) {
+  if (!p.clusters) return 1;
+  const int64_t ctas = mtiles * ((p.n + 15) / 16), sms = p.num_sms;
+  int split = p.tc_split_override > 0 ? p.tc_split_override
+                                      : (vwarps >= 4 && ctas > sms && 2 * ctas <= 3 * sms ? 2 : 1);
+  while (split > vwarps) split /= 2;
+  // The grid's x size (m tiles times the split) stays within its limit.
+  while (split > 1 && mtiles * split > 0x7fffffff) split /= 2;
+  return split;
+}
+
+template <int kNB, int kS>
+error_t launch_tc_split(const Fp8MmParams& p, int vwarps, int64_t mtiles, stream_t stream) {
+  const auto kernel = fp8_mm_tc_kernel<kNB, kS>;
+  // Every launch (the attribute is per device; the MXFP6 linear does the same).
+  error_t e = set_max_dynamic_smem(kernel, kTcMaxWarps * kTcWarpBytes);
+  if (e != kSuccess) return e;
+  const int warps = vwarps / kS;
+  const dim3 grid(static_cast<unsigned>(mtiles * kS), static_cast<unsigned>((p.n + 15) / 16));
+  if constexpr (kS > 1) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(warps * 32);
+    cfg.dynamicSmemBytes = tc_smem_bytes<kNB, kS>(warps);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kS;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, p);
+  }
+  kernel<<<grid, warps * 32, tc_smem_bytes<kNB, kS>(warps), stream>>>(p);
+  return last_error();
+}
+
 template <int kNB>
 error_t launch_tc(const Fp8MmParams& p, stream_t stream) {
-  // Every launch (the attribute is per device; the MXFP6 linear does the same): both kernels,
-  // since the occupancy query below measures the two-n8-block one.
-  for (auto kernel : {fp8_mm_tc_kernel<1>, fp8_mm_tc_kernel<2>}) {
-    const error_t e = set_max_dynamic_smem(kernel, kTcMaxWarps * kTcWarpBytes);
-    if (e != kSuccess) return e;
-  }
-  const int warps = tc_warps(p);
+  // The occupancy query in tc_warps measures the two-n8-block kernel at this size.
+  const error_t e = set_max_dynamic_smem(fp8_mm_tc_kernel<2, 1>, kTcMaxWarps * kTcWarpBytes);
+  if (e != kSuccess) return e;
+  const int vwarps = tc_warps(p);
   const int64_t mtiles = (p.m + 8 * kNB - 1) / (8 * kNB);
-  const dim3 grid(static_cast<unsigned>(mtiles), static_cast<unsigned>((p.n + 15) / 16));
-  fp8_mm_tc_kernel<kNB><<<grid, warps * 32, warps * kTcWarpBytes, stream>>>(p);
-  return last_error();
+  switch (tc_split(p, vwarps, mtiles)) {
+    case 4: return launch_tc_split<kNB, 4>(p, vwarps, mtiles, stream);
+    case 2: return launch_tc_split<kNB, 2>(p, vwarps, mtiles, stream);
+    default: return launch_tc_split<kNB, 1>(p, vwarps, mtiles, stream);
+  }
 }
 #endif  // MXF_CUDA
 

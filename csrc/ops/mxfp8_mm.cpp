@@ -148,6 +148,13 @@ at::Tensor mxfp8_scaled_mm(const at::Tensor& a, const at::Tensor& a_scale, const
     MXF_CHECK(tws.empty() || tws == "0" || tws == "1" || tws == "2" || tws == "4" || tws == "8" || tws == "16",
               "mxfuse: environment variable MXFUSE_FP8_TC_WARPS must be 1, 2, 4, 8 or 16, got '", tws, "'");
     p.tc_warps_override = tws.empty() ? 0 : std::stoi(tws);
+    // ... and its split of an output tile over a cluster: MXFUSE_FP8_TC_SPLIT=1|2|4 (same bits).
+    const char* ts = std::getenv("MXFUSE_FP8_TC_SPLIT");
+    const std::string tss = ts != nullptr ? ts : "";
+    MXF_CHECK(tss.empty() || tss == "0" || tss == "1" || tss == "2" || tss == "4",
+              "mxfuse: environment variable MXFUSE_FP8_TC_SPLIT must be 1, 2 or 4, got '", tss, "'");
+    p.tc_split_override = tss.empty() ? 0 : std::stoi(tss);
+    p.clusters = prop->major >= 9;
     p.scale_words = (k / kMxBlock) % 4 == 0 && reinterpret_cast<uintptr_t>(p.a_scale) % 4 == 0 &&
                     reinterpret_cast<uintptr_t>(p.b_scale) % 4 == 0;
 #endif

@@ -175,11 +175,15 @@ def fp8_mm(ms, quick) -> None:
                       f"mxfp8_scaled_mm exact {n}x{k} m={m} {layout}")
                 if torch.cuda.get_device_capability() >= (8, 9):
                     mxfuse.set_fp8_mm_kernel("tensor_cores")
-                    for warps in [""] + ([] if quick else ["1", "16"]):
-                        os.environ["MXFUSE_FP8_TC_WARPS"] = warps
+                    # K split and cluster split (auto: 2560 x 6144 at M <= 16 shares tiles over
+                    # clusters of 2).
+                    for warps, split in [("", "")] + ([] if quick else [("1", ""), ("16", ""), ("", "4")]):
+                        os.environ["MXFUSE_FP8_TC_WARPS"], os.environ["MXFUSE_FP8_TC_SPLIT"] = warps, split
                         y = mxfuse.mxfp8_scaled_mm(*args, b_scale_layout=layout)
                         os.environ.pop("MXFUSE_FP8_TC_WARPS")
-                        near_exact(y, want, f"mxfp8_scaled_mm tensor_cores warps={warps or 'auto'} {n}x{k} m={m} {layout}")
+                        os.environ.pop("MXFUSE_FP8_TC_SPLIT")
+                        near_exact(y, want, f"mxfp8_scaled_mm tensor_cores warps={warps or 'auto'} "
+                                   f"split={split or 'auto'} {n}x{k} m={m} {layout}")
                     mxfuse.set_fp8_mm_kernel("exact")
 
 
