@@ -21,7 +21,6 @@
 // on the operands only. Groups meet only at __syncthreads, so the kernel does not depend on the
 // warp (or wavefront) width.
 #include <atomic>
-#include <cstdlib>
 #include <type_traits>
 
 #include "../core/mx.h"
@@ -462,7 +461,8 @@ __global__ void __launch_bounds__(kTcMaxWarps * 32) fp8_mm_tc_kernel(const Fp8Mm
     }
     const bool fast = __all_sync(0xffffffffu, group_fma) && j0 + kTcGroup <= je;
     const int st = (f % kTcStages) * kTcStageBytes;
-    // Block u of the group: its dot per n8 block, and its terms added (kFma: by one fma each).
+    // Block u of the group: its dot per n8 block, and its terms added (by one fma each when
+    // fma_terms is std::true_type).
     const auto block = [&](int u, auto fma_terms) {
       const uint2 wlo = ld8(frag_lo + st + u * kMxBlock), whi = ld8(frag_hi + st + u * kMxBlock);
 #if MXF_CUDA_ARCH == 900

@@ -19,6 +19,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include "../kernels/device_code.h"
 #include "../kernels/mxfp6.h"
 #endif
 
@@ -127,7 +128,9 @@ void set_linear_device(Fp6LinearParams& p) {
 #if defined(USE_ROCM)
   p.clusters = false;
 #else
-  p.clusters = prop->major >= 9;
+  // Clusters and programmatic dependent launch need kernels compiled for sm_90 (not only an sm_90
+  // device: an older build JIT-compiled there has neither, docs/DECISIONS.md).
+  p.clusters = prop->major >= 9 && kernels::device_code_arch() >= 90;
 #endif
   p.force_portable = force_portable();
   p.warps_override = env_int("MXFUSE_FP6_WARPS");
@@ -262,10 +265,26 @@ at::Tensor mxfp6_linear(const at::Tensor& x, const at::Tensor& packed, const at:
   return out;
 }
 
+// Test support: kernels::device_code_arch() on CUDA device `device` (0 in a build without CUDA
+// kernels, and on ROCm).
+int64_t device_code_arch_of(int64_t device) {
+#if defined(MXF_WITH_GPU) && !defined(USE_ROCM)
+  MXF_CHECK(device >= 0 && device < at::cuda::device_count(),
+            "mxfuse._device_code_arch: argument 'device' must be a CUDA device index in [0, ",
+            at::cuda::device_count(), "), got ", device);
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  return kernels::device_code_arch();
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
 TORCH_LIBRARY_FRAGMENT(mxfuse, m) {
   // Launch setting of mxfp6_linear on sm_90+ (programmatic dependent launch): 0, 1 or 2.
   m.def("_set_pdl(int mode) -> ()", &set_pdl);
   m.def("_get_pdl() -> int", &pdl_mode);
+  m.def("_device_code_arch(int device) -> int", &device_code_arch_of);
 }
 
 TORCH_LIBRARY_IMPL(mxfuse, CPU, m) {

@@ -16,6 +16,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include "../kernels/device_code.h"
 #include "../kernels/mxfp8_mm.h"
 #endif
 
@@ -137,8 +138,11 @@ at::Tensor mxfp8_scaled_mm(const at::Tensor& a, const at::Tensor& a_scale, const
     const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
     p.num_sms = prop->multiProcessorCount;
     // The tensor-core kernel: sm_89+ with room for its rings (kFp8MmTcMaxSmemBytes per CTA), grid
-    // rows (N / 16) within the grid's y limit; else the exact kernel.
-    p.tensor_cores = fp8_mm_kernel() == 1 && prop->major * 10 + prop->minor >= 89 &&
+    // rows (N / 16) within the grid's y limit; else the exact kernel. The kernels' code must be
+    // sm_89+ too (FP8 mma; sm_90+ for clusters), not only the device: an older build JIT-compiled
+    // on a newer GPU has neither (kernels::device_code_arch).
+    const int code_arch = kernels::device_code_arch();
+    p.tensor_cores = fp8_mm_kernel() == 1 && prop->major * 10 + prop->minor >= 89 && code_arch >= 89 &&
                      prop->sharedMemPerBlockOptin >= static_cast<size_t>(kernels::kFp8MmTcMaxSmemBytes) &&
                      (n + 15) / 16 <= 65535 && (m + 7) / 8 <= 0x7fffffff;
     // Tests and benchmarks may pin the tensor-core kernel's K split: MXFUSE_FP8_TC_WARPS=1|2|4|8|16
@@ -154,7 +158,7 @@ at::Tensor mxfp8_scaled_mm(const at::Tensor& a, const at::Tensor& a_scale, const
     MXF_CHECK(tss.empty() || tss == "0" || tss == "1" || tss == "2" || tss == "4",
               "mxfuse: environment variable MXFUSE_FP8_TC_SPLIT must be 1, 2 or 4, got '", tss, "'");
     p.tc_split_override = tss.empty() ? 0 : std::stoi(tss);
-    p.clusters = prop->major >= 9;
+    p.clusters = prop->major >= 9 && code_arch >= 90;
     p.scale_words = (k / kMxBlock) % 4 == 0 && reinterpret_cast<uintptr_t>(p.a_scale) % 4 == 0 &&
                     reinterpret_cast<uintptr_t>(p.b_scale) % 4 == 0;
 #endif
