@@ -8,7 +8,6 @@ summation order (ITEM_RT) or experiment knobs that claim to can be compared.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -22,14 +21,8 @@ import mxfuse  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--var", required=True)
-    ap.add_argument("--values", nargs="+", required=True)
-    ap.add_argument("--shapes", nargs="+", default=["12288x6144", "2560x6144"])
-    ap.add_argument("--ms", type=int, nargs="+", default=[1, 8, 16])
+    ap = harness.ab_env_parser(["12288x6144", "2560x6144"])
     ap.add_argument("--pdl", nargs="+", default=["on"])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
     res = []
@@ -52,17 +45,12 @@ def main() -> None:
                         y = mxfuse.mxfp6_linear(xs[i], *packs[i])
                         if not torch.equal(y.view(torch.int16), ref[i].view(torch.int16)):
                             raise SystemExit(f"{args.var}={v} changed the bits at {n}x{k} m={m} {mode}")
-                best = {v: float("inf") for v in args.values}
-                for _ in range(args.rounds):
-                    for v in args.values:
-                        os.environ[args.var] = v
-                        best[v] = min(best[v], harness.graph_time_us(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i])))
-                os.environ[args.var] = args.values[0]
+                best = harness.best_under_env(args.var, args.values, args.rounds,
+                                              lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]))
                 dense = harness.graph_time_us(lambda i: F.linear(xs[i], ws[i]))
-                row = {"n": n, "k": k, "m": m, "pdl": mode, "bf16_us": dense, **{f"{args.var}={v}": best[v] for v in args.values}}
-                res.append(row)
-                print(f"{n}x{k} m={m:<3} {mode:<16} bf16 {dense:7.2f} | " +
-                      "  ".join(f"{v}: {best[v]:7.2f} ({dense / best[v]:.2f}x)" for v in args.values), flush=True)
+                fields, line = harness.ab_line(args.var, args.values, best, dense)
+                res.append({"n": n, "k": k, "m": m, "pdl": mode, **fields})
+                print(f"{n}x{k} m={m:<3} {mode:<16} {line}", flush=True)
     mxfuse.set_pdl("on")
     if args.out:
         harness.write_record(args.out, rows=res)

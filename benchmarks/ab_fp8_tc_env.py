@@ -9,7 +9,6 @@ one process, rounds alternating, the best of each kept; bf16 F.linear in the sam
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -63,14 +62,7 @@ def check_same_bits(var: str, values: list[str]) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--var", required=True)
-    ap.add_argument("--values", nargs="+", required=True)
-    ap.add_argument("--shapes", nargs="+", default=["2560x6144", "12288x6144"])
-    ap.add_argument("--ms", type=int, nargs="+", default=[1, 8, 16])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    args = harness.ab_env_parser(["2560x6144", "12288x6144"]).parse_args()
     torch.manual_seed(0)
     mxfuse.set_fp8_mm_kernel("tensor_cores")
     print(f"same bits under every value: {check_same_bits(args.var, args.values)} comparisons", flush=True)
@@ -79,17 +71,13 @@ def main() -> None:
         bs, bdq = harness.mxfp8_sets(n, k, 0.02)
         for m in args.ms:
             qs, adq = harness.mxfp8_sets(m, k)
-            best = {v: float("inf") for v in args.values}
-            for _ in range(args.rounds):
-                for v in args.values:
-                    os.environ[args.var] = v
-                    best[v] = min(best[v], harness.graph_time_us(
-                        lambda i: mxfuse.mxfp8_scaled_mm(*qs[i], *bs[i], torch.bfloat16, b_scale_layout="1x32")))
-            os.environ[args.var] = args.values[0]
+            best = harness.best_under_env(
+                args.var, args.values, args.rounds,
+                lambda i: mxfuse.mxfp8_scaled_mm(*qs[i], *bs[i], torch.bfloat16, b_scale_layout="1x32"))
             dense = harness.graph_time_us(lambda i: F.linear(adq[i], bdq[i]))
-            res.append({"n": n, "k": k, "m": m, "bf16_us": dense, **{f"{args.var}={v}": best[v] for v in args.values}})
-            print(f"{n}x{k} m={m:<3} bf16 {dense:7.2f} | " +
-                  "  ".join(f"{v}: {best[v]:7.2f} ({dense / best[v]:.2f}x)" for v in args.values), flush=True)
+            fields, line = harness.ab_line(args.var, args.values, best, dense)
+            res.append({"n": n, "k": k, "m": m, **fields})
+            print(f"{n}x{k} m={m:<3} {line}", flush=True)
         del bs, bdq
         torch.cuda.empty_cache()
     mxfuse.set_fp8_mm_kernel("exact")

@@ -81,6 +81,38 @@ def mxfp8_sets(rows: int, k: int, scale: float = 1.0):
     return qs, [mxfuse.mxfp8_dequantize(c, s, torch.bfloat16) for c, s in qs]
 
 
+def ab_env_parser(default_shapes: list[str]):
+    """Arguments of an A/B under an environment knob read at each launch (ab_*_env.py)."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--var", required=True)
+    ap.add_argument("--values", nargs="+", required=True)
+    ap.add_argument("--shapes", nargs="+", default=default_shapes)
+    ap.add_argument("--ms", type=int, nargs="+", default=[1, 8, 16])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    return ap
+
+
+def best_under_env(var: str, values: list[str], rounds: int, call: Callable[[int], object]) -> dict[str, float]:
+    """graph_time_us of `call` with `var` set to each value, rounds alternating, the best of each
+    kept; `var` is left at values[0]."""
+    best = {v: float("inf") for v in values}
+    for _ in range(rounds):
+        for v in values:
+            os.environ[var] = v
+            best[v] = min(best[v], graph_time_us(call))
+    os.environ[var] = values[0]
+    return best
+
+
+def ab_line(var: str, values: list[str], best: dict[str, float], dense: float) -> tuple[dict, str]:
+    """The record fields and the printed comparison of one A/B row against bf16 F.linear."""
+    fields = {"bf16_us": dense, **{f"{var}={v}": best[v] for v in values}}
+    return fields, f"bf16 {dense:7.2f} | " + "  ".join(f"{v}: {best[v]:7.2f} ({dense / best[v]:.2f}x)" for v in values)
+
+
 def copy_bandwidth_gbs(nbytes: int = 1 << 31) -> float:
     """Device-to-device copy bandwidth (bytes read + written per second), graph-timed: the best of
     a copy_ (inside a graph it may run on a copy engine) and an SM kernel doing the same traffic."""

@@ -176,6 +176,15 @@ def assert_env_setting(getter: str, var: str, value: str, want: str | None, erro
         assert r.stdout.strip() == want
 
 
+def launched_kernels(call, contains: str = ""):
+    """Runs call() under the profiler: its result, and the names of the GPU kernels it launched
+    that contain `contains`."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = call()
+        torch.cuda.synchronize()
+    return out, [e.name for e in prof.events() if contains in e.name]
+
+
 def generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 

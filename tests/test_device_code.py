@@ -10,7 +10,7 @@ import os
 import mxfuse
 import pytest
 import torch
-from conftest import HAS_CUDA, OPS, assert_bitwise_equal
+from conftest import HAS_CUDA, OPS, assert_bitwise_equal, launched_kernels
 from test_mxfp8_mm import codes, mm, scale_bytes
 
 CUDA_KERNELS = HAS_CUDA and torch.version.hip is None
@@ -44,12 +44,11 @@ def test_tensor_core_setting_without_fp8_code_runs_the_exact_kernel():
     before = mxfuse.fp8_mm_kernel()
     mxfuse.set_fp8_mm_kernel("tensor_cores")
     try:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            got = mm(a, asc, b, bsc, torch.float32, None, "1x32", "cuda")
-            torch.cuda.synchronize()
+        got, tc_kernels = launched_kernels(lambda: mm(a, asc, b, bsc, torch.float32, None, "1x32", "cuda"),
+                                           "fp8_mm_tc_kernel")
     finally:
         mxfuse.set_fp8_mm_kernel(before)
-    tc = any("fp8_mm_tc_kernel" in e.name for e in prof.events())
+    tc = bool(tc_kernels)
     assert tc == (OPS._device_code_arch(0) >= 89)
     if not tc:
         assert_bitwise_equal(got, mm(a, asc, b, bsc, torch.float32), "exact kernel vs CPU op")

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import HAS_CUDA, OPS, assert_bitwise_equal, assert_env_setting, dtype_id, randn, run_poisoned
+from conftest import (HAS_CUDA, OPS, assert_bitwise_equal, assert_env_setting, dtype_id, launched_kernels, randn,
+                      run_poisoned)
 from test_mxfp8_mm import E4M3, OUT_DTYPES, b_scale_for, bound, codes, mm, scale_bytes
 
 import mxfuse
@@ -309,10 +310,8 @@ def test_launches_the_tensor_core_kernel(tensor_cores):
 
     def kernels(kernel):
         mxfuse.set_fp8_mm_kernel(kernel)
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            OPS.mxfp8_scaled_mm(a, asc, b, bsc, torch.bfloat16, None, b_scale_layout="1x32")
-            torch.cuda.synchronize()
-        return [e.name for e in prof.events() if "fp8_mm" in e.name]
+        return launched_kernels(lambda: OPS.mxfp8_scaled_mm(a, asc, b, bsc, torch.bfloat16, None,
+                                                            b_scale_layout="1x32"), "fp8_mm")[1]
 
     assert any("fp8_mm_tc_kernel" in name for name in kernels("tensor_cores"))
     exact = kernels("exact")
@@ -330,10 +329,8 @@ def test_cluster_split_chosen_where_it_balances_the_sms(tensor_cores):
     def launched(n, m):
         a, asc = codes((m, 1024), 1).cuda(), scale_bytes((m, 32), 120, 130, 2).cuda()
         b, bsc = codes((n, 1024), 3).cuda(), scale_bytes((n, 32), 120, 130, 4).cuda()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            OPS.mxfp8_scaled_mm(a, asc, b, bsc, torch.bfloat16, None, b_scale_layout="1x32")
-            torch.cuda.synchronize()
-        return [e.name for e in prof.events() if "fp8_mm_tc_kernel" in e.name]
+        return launched_kernels(lambda: OPS.mxfp8_scaled_mm(a, asc, b, bsc, torch.bfloat16, None,
+                                                            b_scale_layout="1x32"), "fp8_mm_tc_kernel")[1]
 
     n = 16 * (sms + sms // 4)
     assert any("fp8_mm_tc_kernel<1, 2>" in name for name in launched(n, 1)), launched(n, 1)
