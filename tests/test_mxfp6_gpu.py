@@ -7,7 +7,9 @@ from __future__ import annotations
 import mxfuse
 import pytest
 import torch
-from conftest import OPS, assert_bitwise_equal, randn, requires_mxfp6
+import re
+
+from conftest import OPS, assert_bitwise_equal, launched_kernels, randn, requires_mxfp6
 from mxfuse import reference as ref
 from test_mxfp6 import linear_bound, weight
 
@@ -81,6 +83,93 @@ def test_heuristic_cluster_shapes_within_bound(m):
         packed, scales, w6 = packed_on_gpu(n, k, torch.bfloat16, 22)
         x = randn((m, k), torch.bfloat16, 23, 1.0)
         check_within_bound(x, packed, scales, w6, torch.bfloat16)
+
+
+def expected_launch_shape(n, k, sms, clusters):
+    """(row tiles per warp, warps, K split) that linear_shape in csrc/kernels/mxfp6_linear.cuh picks
+    for an N x K weight (docs/DECISIONS.md, "MXFP6 linear: launch shape"), written out again here
+    so that a change to the heuristic is a visible change to this rule."""
+    row_tiles, ktiles = n // 16, k // 128
+    rt, warps, split = 1, 4, 1
+    mid_ctas = row_tiles // 2 * 4
+    mid_share = -(-mid_ctas // sms)
+    mid = (clusters and row_tiles >= sms and row_tiles % 2 == 0 and mid_ctas <= 3 * sms and ktiles >= 48
+           and 100 * mid_ctas <= 91 * mid_share * sms)
+    if row_tiles >= 4 * sms and row_tiles % 2 == 0:
+        rt, warps = 2, 8
+    elif mid:
+        rt, warps, split = 2, 4, 4
+    elif clusters and 2 * row_tiles > 3 * sms and row_tiles % 2 == 0:
+        rt, warps = 2, 8
+        if row_tiles <= 3 * sms:
+            split, warps = 2, (8 if ktiles >= 32 else 4)
+    elif row_tiles >= sms:
+        split = 2 if row_tiles < 2 * sms else 1
+    else:
+        warps = 8
+        while split < 8 and row_tiles * split * 2 <= sms:
+            split *= 2
+    while split > 1 and ktiles < 2 * split * warps:
+        split //= 2
+    if warps == 8 and ktiles < 2 * split * warps:
+        warps = 4
+    return rt, warps, split if clusters else 1
+
+
+def launch_shape_cases(sms):
+    """Weights at every branch of the heuristic for this SM count, with the K that decides it."""
+    even = lambda t: t + t % 2  # noqa: E731
+    return [
+        (16 * even(sms + sms // 5), 6144),        # clusters of 4 with spare slots (2560 x 6144 on 132)
+        (16 * 2 * (sms // 2), 6144),              # clusters of 4 would fill two CTAs per SM
+        (16 * even(sms * 3 // 2) - 64, 6144),     # about 1.45 per SM: too few spare slots
+        (16 * even(sms + sms // 5), 2560),        # too few k-tiles for clusters of 4
+        (16 * even(sms * 2), 4096),               # 2 per SM: 8 warps, clusters of 2
+        (16 * even(sms * 2), 2048),               # the same with 16 k-tiles: 4 warps
+        (16 * even(sms * 7 // 2), 2048),          # 3.5 per SM: 8 warps, unsplit
+        (16 * 4 * sms, 2048),                     # >= 4 per SM
+        (16 * 4 * sms, 1024),                     # the same with 8 k-tiles: 4 warps
+        (16 * (sms // 2), 4096),                  # fewer than one per SM
+    ]
+
+
+@pytest.mark.parametrize("m", [1, 16])
+def test_heuristic_picks_the_documented_launch_shape(m):
+    # The kernel launched (its template arguments in the profiler's name) must be the one the
+    # documented rule gives, for this GPU's SM count, at each branch; the M <= 16 kernel runs the
+    # eight-warp shapes as four warps of two chains. HIP and builds without sm_90 code have no
+    # clusters; HIP runs one portable shape for every weight.
+    props = torch.cuda.get_device_properties(0)
+    sms = props.multi_processor_count
+    clusters = torch.cuda.get_device_capability() >= (9, 0) and OPS._device_code_arch(0) >= 90
+    pattern = re.compile(r"fp6_linear_kernel<[^,]*, (\d+), (\d+), (\d+), (\d+), (\d+), \d+,")
+    for n, k in launch_shape_cases(sms):
+        rt, warps, split = (1, 4, 1) if torch.version.hip else expected_launch_shape(n, k, sms, clusters)
+        if m > 8 and rt == 2 and warps == 8:
+            want = (2, 2, 4, 2, split)
+        else:
+            want = (1 if m <= 8 else 2, rt, warps, 1, split)
+        packed = torch.zeros(n // 16, k // 128, 1536, dtype=torch.uint8, device="cuda")
+        scales = torch.full((n, k // 32), 127, dtype=torch.uint8, device="cuda")
+        x = torch.ones(m, k, dtype=torch.bfloat16, device="cuda")
+        _, names = launched_kernels(lambda: OPS.mxfp6_linear(x, packed, scales), "fp6_linear_kernel")
+        got = [tuple(int(v) for v in mt.groups()) for mt in map(pattern.search, names) if mt]
+        assert got == [want], f"{n} x {k}, M = {m}, {sms} SMs: launched {names}, want (kNB, rt, W, V, S) {want}"
+
+
+@pytest.mark.parametrize("n,k", [(3072, 6144), (4096, 2048), (4224, 4096), (7168, 2048)])
+def test_batch_invariant_at_the_middle_shapes(n, k):
+    # The heuristic's branches between 1 and 4 row tiles per SM on the H200: one row tile per warp
+    # and clusters of 2 where clusters of 4 would leave too few spare slots (3072 x 6144), two row
+    # tiles per warp with 4 warps and clusters of 2 (4096 x 2048), 8 warps and clusters of 2
+    # (4224 x 4096), 8 warps unsplit (7168 x 2048). A row gives the same bits at every M and is
+    # within the fp64 bound.
+    packed, scales, w6 = packed_on_gpu(n, k, torch.bfloat16, 41)
+    x = randn((37, k), torch.bfloat16, 42, 1.0)
+    full = check_within_bound(x, packed, scales, w6, torch.bfloat16)
+    for m in (1, 5, 8, 9, 16, 17):
+        part = OPS.mxfp6_linear(x[:m].cuda(), packed, scales).cpu()
+        assert_bitwise_equal(part, full[:m], f"{n} x {k}: rows of M={m} vs the same rows in M=37")
 
 
 @pytest.mark.parametrize("rt,warps,item", [("1", "4", "0"), ("1", "8", "0"), ("2", "4", "1"), ("2", "4", "2"),

@@ -988,17 +988,28 @@ LinearShape linear_shape(const Fp6LinearParams& p) {
   // so the shape aims for as many resident warps as the weight's row tiles allow:
   //   >= 4 row tiles per SM: two row tiles per warp (x and loop overhead shared), 8 warps (the
   //      M <= 16 kernel runs them as 4 warps of two chains);
-  //   >= 1 per SM: at most 1.5 row tiles per SM and >= 48 k-tiles: two row tiles per warp,
-  //      4 warps and K split over clusters of 4 (at most three CTAs per SM, one wave; >= 3
-  //      k-tiles per warp); otherwise one row tile per warp, 4 warps, K split over a cluster
-  //      of 2 below 2 per SM;
+  //   1 to 1.5 per SM, >= 48 k-tiles, and clusters of 4 with slots to spare (below): two row
+  //      tiles per warp, 4 warps and K split over clusters of 4 (at most three CTAs per SM, one
+  //      wave; >= 3 k-tiles per warp);
+  //   1.5 to 4 per SM (with clusters): two row tiles per warp; up to 3 per SM K split over
+  //      clusters of 2 (one wave of at most three CTAs per SM) with 8 warps, or 4 below 32
+  //      k-tiles; 8 warps unsplit above;
+  //   otherwise >= 1 per SM: one row tile per warp, 4 warps, K split over a cluster of 2 below 2
+  //      per SM;
   //   fewer: 8 warps, and K split over a cluster as far as the SMs and K allow.
   // The same order serves M <= 8 and M <= 16 (batch invariance); the row tiles per warp only
   // group rows and do not change any row's sums.
   const int64_t row_tiles = p.n / kFp6TileRows, ktiles = p.k / kFp6TileCols, sms = p.num_sms;
   LinearShape s{1, 4, 1};
-  const bool mid_clusters =
-      p.clusters && row_tiles >= sms && row_tiles % 2 == 0 && row_tiles / 2 * 4 <= 3 * sms && ktiles >= 48;
+  // Clusters of 4 only where at least 9% of the CTA slots (ceil(CTAs / SMs) per SM, the PDL
+  // padding below) stay free; with fewer the next call's clusters are not placed early.
+  // Twentieth session (experiments/h200_fp6_s20.md), `on`, M = 1, this shape against one row
+  // tile per warp and clusters of 2: 2880 x 6144 (90 clusters, 9.1% free) 7.00 vs 7.48 us, but
+  // 2912 x 6144 (91, 8.1%) 7.75 vs 7.48, 2944 x 6144 (92) 8.64 vs 7.51, 3072 x 6144 (96) 10.98
+  // vs 7.61, and 2112 x 6144 (66 clusters filling two CTAs per SM) 10.16 vs 6.27.
+  const int64_t mid_ctas = row_tiles / 2 * 4, mid_share = (mid_ctas + sms - 1) / sms;
+  const bool mid_clusters = p.clusters && row_tiles >= sms && row_tiles % 2 == 0 && mid_ctas <= 3 * sms &&
+                            ktiles >= 48 && 100 * mid_ctas <= 91 * mid_share * sms;
   if (row_tiles >= 4 * sms && row_tiles % 2 == 0) {
     s.rt = 2;
     s.warps = 8;
@@ -1010,6 +1021,17 @@ LinearShape linear_shape(const Fp6LinearParams& p) {
     s.rt = 2;
     s.warps = 4;
     s.split = 4;
+  } else if (p.clusters && 2 * row_tiles > 3 * sms && row_tiles % 2 == 0) {
+    // 3584 .. 8192 rows (twentieth session, experiments/h200_fp6_s20.md; `on`, M = 1 / 8 / 16,
+    // against one row tile per warp, 4 warps): 4096 x 4096 1.15 / 1.16 / 1.14x, 4096 x 14336
+    // 1.11 / 1.12 / 1.06x, 5120 x 3072 1.08 / 1.12 / 1.08x (4 warps: two k-tiles each), 8192 x
+    // 8192 1.11 / 1.12 / 1.08x (unsplit).
+    s.rt = 2;
+    s.warps = 8;
+    if (row_tiles <= 3 * sms) {
+      s.split = 2;
+      if (ktiles < 32) s.warps = 4;
+    }
   } else if (row_tiles >= sms) {
     s.split = row_tiles < 2 * sms ? 2 : 1;
   } else {
