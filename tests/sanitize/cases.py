@@ -104,9 +104,11 @@ def fp6(dtypes, ms) -> None:
             equal(wgr, wr, f"mxfp6_round_ {dt} {n}x{k}")
     # The linear: every launch shape of the heuristic (2560 x 6144: two row tiles, 4 warps,
     # clusters of 4; 9216 x 2048: two row tiles, 8 warps; 2048 x 4096 and 64 x 256: one row tile
-    # and K split over clusters; 1024 x 2048: one row tile, cluster of 2), both item sizes, every
-    # PDL mode. Within one weight shape every mode and item size gives the default's bits.
-    shapes = [(64, 256), (1024, 2048), (2048, 4096), (2560, 6144), (9216, 2048)]
+    # and K split over clusters; 1024 x 2048: one row tile, cluster of 2; on 132 SMs 4224 x 4096:
+    # two row tiles, 8 warps, clusters of 2 and 4224 x 2048: two row tiles, 4 warps, clusters of
+    # 2), both item sizes, every PDL mode. Within one weight shape every mode and item size gives
+    # the default's bits.
+    shapes = [(64, 256), (1024, 2048), (2048, 4096), (2560, 6144), (9216, 2048), (4224, 4096), (4224, 2048)]
     for dt in dtypes:
         for n, k in shapes:
             w = fp6_weights(n, k, dt, 7)
