@@ -12,4 +12,8 @@ namespace mxf::kernels {
 // Asked once per device.
 int device_code_arch();
 
+// Thread-block clusters (and programmatic dependent launch) on the current device, whose compute
+// capability major is `device_major`: an sm_90+ device running sm_90+ kernels.
+inline bool cluster_code_available(int device_major) { return device_major >= 9 && device_code_arch() >= 90; }
+
 }  // namespace mxf::kernels

@@ -128,9 +128,8 @@ void set_linear_device(Fp6LinearParams& p) {
 #if defined(USE_ROCM)
   p.clusters = false;
 #else
-  // Clusters and programmatic dependent launch need kernels compiled for sm_90 (not only an sm_90
-  // device: an older build JIT-compiled there has neither, docs/DECISIONS.md).
-  p.clusters = prop->major >= 9 && kernels::device_code_arch() >= 90;
+  // Clusters gate programmatic dependent launch too (both need sm_90 code).
+  p.clusters = kernels::cluster_code_available(prop->major);
 #endif
   p.force_portable = force_portable();
   p.warps_override = env_int("MXFUSE_FP6_WARPS");

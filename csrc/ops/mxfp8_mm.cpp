@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -60,6 +61,21 @@ void set_fp8_mm_kernel(int64_t mode) {
             "mxfuse._set_fp8_mm_kernel: argument 'mode' must be 0 (exact) or 1 (tensor_cores), got ", mode);
   g_fp8_mm.store(static_cast<int>(mode));
 }
+
+#if defined(MXF_WITH_GPU) && !defined(USE_ROCM)
+// A launch setting read at each launch for tests and benchmarks: `var` unset, empty or "0" gives 0
+// (the heuristic); otherwise it must be one of `allowed` (spelled `names` in the error).
+int env_choice(const char* var, std::initializer_list<const char*> allowed, const char* names) {
+  const char* e = std::getenv(var);
+  const std::string v = e != nullptr ? e : "";
+  if (v.empty() || v == "0") return 0;
+  for (const char* a : allowed) {
+    if (v == a) return std::stoi(v);
+  }
+  MXF_CHECK(false, "mxfuse: environment variable ", var, " must be ", names, ", got '", v, "'");
+  return 0;
+}
+#endif
 
 int64_t fp8_mm_kernel() {
   return process_setting(g_fp8_mm, "MXFUSE_FP8_MM", 0, [](const std::string& e) {
@@ -145,20 +161,12 @@ at::Tensor mxfp8_scaled_mm(const at::Tensor& a, const at::Tensor& a_scale, const
     p.tensor_cores = fp8_mm_kernel() == 1 && prop->major * 10 + prop->minor >= 89 && code_arch >= 89 &&
                      prop->sharedMemPerBlockOptin >= static_cast<size_t>(kernels::kFp8MmTcMaxSmemBytes) &&
                      (n + 15) / 16 <= 65535 && (m + 7) / 8 <= 0x7fffffff;
-    // Tests and benchmarks may pin the tensor-core kernel's K split: MXFUSE_FP8_TC_WARPS=1|2|4|8|16
-    // (unset, empty or 0: the heuristic); anything else is an error.
-    const char* tw = std::getenv("MXFUSE_FP8_TC_WARPS");
-    const std::string tws = tw != nullptr ? tw : "";
-    MXF_CHECK(tws.empty() || tws == "0" || tws == "1" || tws == "2" || tws == "4" || tws == "8" || tws == "16",
-              "mxfuse: environment variable MXFUSE_FP8_TC_WARPS must be 1, 2, 4, 8 or 16, got '", tws, "'");
-    p.tc_warps_override = tws.empty() ? 0 : std::stoi(tws);
-    // ... and its split of an output tile over a cluster: MXFUSE_FP8_TC_SPLIT=1|2|4 (same bits).
-    const char* ts = std::getenv("MXFUSE_FP8_TC_SPLIT");
-    const std::string tss = ts != nullptr ? ts : "";
-    MXF_CHECK(tss.empty() || tss == "0" || tss == "1" || tss == "2" || tss == "4",
-              "mxfuse: environment variable MXFUSE_FP8_TC_SPLIT must be 1, 2 or 4, got '", tss, "'");
-    p.tc_split_override = tss.empty() ? 0 : std::stoi(tss);
-    p.clusters = prop->major >= 9 && code_arch >= 90;
+    // Tests and benchmarks may pin the tensor-core kernel's K split (unset, empty or 0: the
+    // heuristic; anything else is an error) and its split of an output tile over a cluster (same
+    // bits).
+    p.tc_warps_override = env_choice("MXFUSE_FP8_TC_WARPS", {"1", "2", "4", "8", "16"}, "1, 2, 4, 8 or 16");
+    p.tc_split_override = env_choice("MXFUSE_FP8_TC_SPLIT", {"1", "2", "4"}, "1, 2 or 4");
+    p.clusters = kernels::cluster_code_available(prop->major);
     p.scale_words = (k / kMxBlock) % 4 == 0 && reinterpret_cast<uintptr_t>(p.a_scale) % 4 == 0 &&
                     reinterpret_cast<uintptr_t>(p.b_scale) % 4 == 0;
 #endif
