@@ -73,6 +73,23 @@ MXF_HD constexpr int linear_smem_bytes() {
   return linear_pushed_offset<kNB, kRT, kW, kV, kS>() + (kS - 1) * kRT * kNB * 4 * 32 * 4;
 }
 
+// Where the attention front keeps the CTA's normed rows in shared memory (when they fit): after
+// the memory the linear uses. That is linear_smem_bytes, except for two-row-tile kernels of one
+// chain that stream a row tile at a time without a cluster: their rings use two 1664-byte slots
+// per warp, about half of what linear_smem_bytes reserves for whole tiles, and nothing follows
+// them. (The front's epilogue reuses [0, linear_smem_bytes) after the linear, when the rows are
+// no longer read, so the launch still reserves at least that.)
+template <int kNB, int kRT, int kW, int kV, int kS, int kItemRT>
+MXF_HD constexpr int front_y_offset() {
+  if constexpr (kS == 1 && kV == 1 && kRT == 2 && kItemRT == 1) {
+    constexpr int ring = kW * 2 * (kTileStageBytes + kTileScaleBytes);
+    constexpr int red = kW * kRT * kNB * 4 * 32 * 4;
+    return ring > red ? ring : red;
+  } else {
+    return linear_smem_bytes<kNB, kRT, kW, kV, kS>();
+  }
+}
+
 // ---- linear ---------------------------------------------------------------------------------
 
 MXF_DEV float bias_at(const Fp6LinearParams& p, int64_t n) {
@@ -157,45 +174,78 @@ MXF_DEV uint4 ld_chunk16(const void* base, int stride16, int r, int c) {
 // y = input norm of round(x + residual), into x_rows (front_x: the linear's x).
 // Every CTA computes the same bits for the rows it needs, so no CTA waits for another; the
 // residual itself is written back only at the end (front_epilogue), after every CTA has read it.
-// All rows at once: lane partials of the canonical sum (csrc/core/rmsnorm.h) per (row, lane),
-// one tree for all rows, then y chunk by chunk.
-template <int kRowsX>
+// Each round of dependent loads costs a whole load latency (every CTA reads the same rows at
+// once, while the weight stream starts), so a thread puts several items' loads in flight before
+// it uses any:
+// - pass 1, lane partials of the canonical sum (csrc/core/rmsnorm.h): virtual lane l of a row
+//   adds chunks l, l + kVirtualLanes, ... in order into red[row][l] (shared memory). A thread's
+//   items of lane l, (row, chunk) chunk-major, go kBatch at a time. When the rows are
+//   the CTA's own (shared memory), s = round(x + residual) is parked there;
+// - one tree for all rows;
+// - pass 2, y: a thread's chunk columns one at a time (the norm weight loaded once per column),
+//   every row of a column with s read back from shared memory, or loaded again.
+// kBatch: pass 1's items in flight per thread. The prologue shares the linear kernel's register
+// budget, so more items, or more than one in pass 2, made the kernels spill (nvcc 13.0, -Xptxas
+// -v): two for the two-row-tile kernels (80-96 registers), one for the others (64).
+template <int kRowsX, int kBatch>
 MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, const void* x_rows) {
   float (*const red)[kVirtualLanes] = front_red<kRowsX>();
   const Dtype act = f.linear.act;
-  const int64_t k = f.linear.k, chunks = k / kChunk;
+  const int64_t k = f.linear.k;
+  const int chunks = static_cast<int>(k / kChunk);
   const int rows = static_cast<int>(f.linear.m - m0 < kRowsX ? f.linear.m - m0 : kRowsX);
   const bool vx = aligned16(f.x) && f.x_stride % 8 == 0, vr = aligned16(f.residual) && f.r_stride % 8 == 0;
   const bool vw = aligned16(f.norm_weight);
-  const auto s_chunk = [&](int r, int64_t c) {
-    const Chunk8 a = load_chunk(static_cast<const uint16_t*>(f.x) + (m0 + r) * f.x_stride, c, k, act, vx);
-    const Chunk8 b = load_chunk(static_cast<const uint16_t*>(f.residual) + (m0 + r) * f.r_stride, c, k, act, vr);
-    return front_s(a, b, act);
-  };
-  for (int it = threadIdx.x; it < rows * kVirtualLanes; it += blockDim.x) {
-    const int r = it / kVirtualLanes, l = it % kVirtualLanes;
-    float acc = 0.0f;
-    for (int64_t c = l; c < chunks; c += kVirtualLanes) {
-      const Chunk8 sv = s_chunk(r, c);
+  const bool own = f.y_smem_bytes > 0;  // x_rows is this CTA's shared memory: s may be parked there
+  const uint16_t* const xs = static_cast<const uint16_t*>(f.x) + m0 * f.x_stride;
+  const uint16_t* const rs = static_cast<const uint16_t*>(f.residual) + m0 * f.r_stride;
+  uint16_t* const y = static_cast<uint16_t*>(const_cast<void*>(x_rows)) + m0 * k;
+  const auto ld_x = [&](int r, int c) { return load_raw(xs + r * f.x_stride, c, k, act, vx).lo; };
+  const auto ld_r = [&](int r, int c) { return load_raw(rs + r * f.r_stride, c, k, act, vr).lo; };
+  uint4* const ys = reinterpret_cast<uint4*>(y);  // own rows: chunk c of row r at ys[r * chunks + c]
+
+  for (int l = threadIdx.x; l < kVirtualLanes; l += blockDim.x) {
+    for (int r = 0; r < rows; ++r) red[r][l] = 0.0f;
+    const int items = l < chunks ? rows * ((chunks - l + kVirtualLanes - 1) / kVirtualLanes) : 0;
+    for (int j0 = 0; j0 < items; j0 += kBatch) {
+      uint4 a[kBatch], b[kBatch];
 #pragma unroll
-      for (int i = 0; i < kChunk; ++i) acc = sumsq_step(acc, sv.v[i]);
+      for (int u = 0; u < kBatch; ++u) {
+        const int j = j0 + u, r = j % rows, c = l + (j / rows) * kVirtualLanes;
+        if (j < items) {
+          a[u] = ld_x(r, c);
+          b[u] = ld_r(r, c);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int j = j0 + u, r = j % rows, c = l + (j / rows) * kVirtualLanes;
+        if (j < items) {
+          const Chunk8 sv = front_s(a[u], b[u], act);
+          float acc = red[r][l];
+#pragma unroll
+          for (int i = 0; i < kChunk; ++i) acc = sumsq_step(acc, sv.v[i]);
+          red[r][l] = acc;
+          if (own) ys[r * chunks + c] = narrow8(sv, act);
+        }
+      }
     }
-    red[r][l] = acc;
   }
   __syncthreads();
   front_tree(red, rows);
-  uint16_t* const y = static_cast<uint16_t*>(const_cast<void*>(x_rows));
-  for (int64_t it = threadIdx.x; it < rows * chunks; it += blockDim.x) {
-    const int r = static_cast<int>(it / chunks);
-    const int64_t c = it % chunks;
-    const float rstd = rstd_from_sumsq(red[r][0], k, f.eps);
-    const Chunk8 sv = s_chunk(r, c), w = load_chunk(f.norm_weight, c, k, f.wdtype, vw);
-    Chunk8 yv;
+  // Pass 2.
+  for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
+    const Chunk8 w = load_chunk(f.norm_weight, c, k, f.wdtype, vw);
+    for (int r = 0; r < rows; ++r) {
+      const float rstd = rstd_from_sumsq(red[r][0], k, f.eps);
+      const Chunk8 sv = own ? widen8(ys[r * chunks + c], act) : front_s(ld_x(r, c), ld_r(r, c), act);
+      Chunk8 yv;
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i) {
-      yv.v[i] = round_to_dtype(norm_value(sv.v[i], rstd, add_rn(w.v[i], f.weight_offset)), act);
+      for (int i = 0; i < kChunk; ++i) {
+        yv.v[i] = round_to_dtype(norm_value(sv.v[i], rstd, add_rn(w.v[i], f.weight_offset)), act);
+      }
+      ys[r * chunks + c] = narrow8(yv, act);
     }
-    store_chunk(y + (m0 + r) * k, c, k, act, true, yv);
   }
   __syncthreads();
 }
@@ -662,7 +712,7 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
     issue_slot = issue_slot + 1 == kStages ? 0 : issue_slot + 1;
   };
 
-  const void* const x_rows = front_x(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), m0);
+  const void* const x_rows = front_x(pp, smem, front_y_offset<kNB, kRT, kW, kV, kS, kItemRT>(), m0);
   // x: lane (g, t) feeds column g of each n8 block with 8 contiguous values per group. Columns
   // past M read the last real row (their outputs are never stored; mma columns are independent).
   const uint4* xptr[kNB];
@@ -720,7 +770,7 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
 #if defined(MXF_HAS_CLUSTER)
   if (p.pdl == 2) grid_dep_wait();  // x and out only after the previous kernel has finished
 #endif
-  if constexpr (std::is_same_v<P, FrontParams>) front_prologue<8 * kNB>(pp, m0, x_rows);
+  if constexpr (std::is_same_v<P, FrontParams>) front_prologue<8 * kNB, kRT == 2 ? 2 : 1>(pp, m0, x_rows);
   uint4 xq[kNB][4];
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb)
@@ -877,8 +927,8 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
     grid_dep_wait();
 #endif
     Fp6LinearParams lp = p;
-    lp.x = front_x(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), m0);
-    if constexpr (kFront) front_prologue<kRowsX>(pp, m0, lp.x);
+    lp.x = front_x(pp, smem, front_y_offset<kNB, kRT, kW, kV, kS, kItemRT>(), m0);
+    if constexpr (kFront) front_prologue<kRowsX, 1>(pp, m0, lp.x);
     for (int r = 0; r < kRT; ++r) linear_portable(lp, row0 + r * kFp6TileRows, m0, kRowsX);
     if constexpr (kFront) {
       front_epilogue<kRowsX>(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), row0, kRT * kFp6TileRows, m0);
@@ -900,13 +950,16 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
     // once (ceil(CTAs / SMs) per SM). Otherwise in the global copies. (Shared memory that took
     // the linear from three CTAs per SM to one or two, 2048 -> 9216 at M = 8, made the call
     // several times slower: docs/PERF_NOTES.md.)
+    // The rows start at front_y_offset, which may lie inside the linear's reservation.
     const int64_t rows = p.m < kRowsX ? p.m : kRowsX, y_bytes = rows * p.k * 2;
+    const int64_t y_end = front_y_offset<kNB, kRT, kW, kV, kS, kItemRT>() + y_bytes;
+    const int64_t with_y = y_end > smem ? y_end : smem;
     const int64_t static_bytes = kRowsX * kVirtualLanes * 4 + 64;
     const int64_t share = p.num_sms > 0 ? (ctas + p.num_sms - 1) / p.num_sms : 1;
-    const bool fits = p.smem_optin > 0 && smem + y_bytes + static_bytes <= p.smem_optin &&
-                      (p.smem_per_sm <= 0 || (smem + y_bytes + static_bytes + p.smem_reserved) * share <= p.smem_per_sm);
+    const bool fits = p.smem_optin > 0 && with_y + static_bytes <= p.smem_optin &&
+                      (p.smem_per_sm <= 0 || (with_y + static_bytes + p.smem_reserved) * share <= p.smem_per_sm);
     q.y_smem_bytes = fits ? static_cast<int>(y_bytes) : 0;
-    smem += q.y_smem_bytes;
+    if (fits) smem = static_cast<int>(with_y);
   }
   error_t e = set_max_dynamic_smem(kernel, smem);
   if (e != kSuccess) return e;

@@ -201,7 +201,7 @@ def main() -> None:
     if "fp6" in args.only:
         fp6(dtypes, [1, 16, 37] if args.quick else [1, 3, 8, 16, 37])
     if "front" in args.only:
-        front(dtypes, [1, 9] if args.quick else [1, 2, 9])
+        front(dtypes, [1, 8, 9] if args.quick else [1, 2, 4, 8, 9])
     if "fp8_mm" in args.only:
         fp8_mm([1, 16, 37] if args.quick else [1, 2, 3, 8, 16, 37], args.quick)
     torch.cuda.synchronize()
