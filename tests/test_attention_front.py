@@ -21,6 +21,7 @@ from conftest import (
     ACT_DTYPES,
     DEVICES,
     OPS,
+    adversarial_inputs,
     assert_bitwise_equal,
     assert_equal_nan_by_position,
     dtype_id,
@@ -358,6 +359,28 @@ def test_gpu_fused_equals_unfused(cfg, dtype, m, restore_pdl):
         mxfuse.set_pdl(mode)
         got = run_poisoned(lambda: f.run())
         assert_front_equal([t.cuda() for t in got], want, f"fused vs unfused, pdl {mode}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ACT_DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("rows", [8, None], ids=["m8", "all"])
+def test_fused_equals_unfused_adversarial_rows(device, dtype, rows, restore_pdl):
+    """x, residual and the input norm weight from conftest.adversarial_inputs (NaN, +-Inf, fp16
+    x + residual overflowing to Inf, subnormals, exact cancellation, a rounding tie, all-zero and
+    block-dominated rows; norm weight blocks of 2^-8 and 3000): the one-launch kernel equals the
+    unfused ops bit for bit in every launch mode. 8 rows: one token block of the M <= 8 kernel,
+    whose normed rows live in its shared memory at hidden 2048; all rows: several blocks of the
+    M <= 16 kernel. (On the CPU both sides are the composition; the case checks the inputs run.)"""
+    x, r, w = adversarial_inputs(QWEN3_NEXT[0], dtype, dtype, 1.0)
+    m = x.shape[0] if rows is None else rows
+    f = Front(QWEN3_NEXT, m, dtype, device, seed=3, max_pos=4096, blocks=64, block_size=16)
+    f.x, f.residual, f.norm_w = x[:m].to(device), r[:m].to(device), w.to(device)
+    rr, kc, vc = f.fresh()
+    want = [*mxfuse.attention_front_unfused(*f.args(rr, kc, vc), **f.kw), rr, kc, vc]
+    for mode in mxfuse.ops.PDL_MODES:
+        mxfuse.set_pdl(mode)
+        got = run_poisoned(lambda: f.run()) if device == "cuda" else f.run()
+        assert_front_equal(list(got), want, f"adversarial rows, fused vs unfused, pdl {mode}")
 
 
 @requires_cuda
