@@ -369,8 +369,8 @@ def test_fused_equals_unfused_adversarial_rows(device, dtype, rows, restore_pdl)
     x + residual overflowing to Inf, subnormals, exact cancellation, a rounding tie, all-zero and
     block-dominated rows; norm weight blocks of 2^-8 and 3000): the one-launch kernel equals the
     unfused ops bit for bit in every launch mode. 8 rows: one token block of the M <= 8 kernel,
-    whose normed rows live in its shared memory at hidden 2048; all rows: several blocks of the
-    M <= 16 kernel. (On the CPU both sides are the composition; the case checks the inputs run.)"""
+    whose normed rows live in its shared memory at hidden 2048; all 16 rows: the M <= 16 kernel.
+    (On the CPU both sides are the composition; the case checks that the inputs run.)"""
     x, r, w = adversarial_inputs(QWEN3_NEXT[0], dtype, dtype, 1.0)
     m = x.shape[0] if rows is None else rows
     f = Front(QWEN3_NEXT, m, dtype, device, seed=3, max_pos=4096, blocks=64, block_size=16)
