@@ -57,6 +57,18 @@ constexpr int kTileStageBytes = kFp6TileBytes + kTileScaleBytes;       // 1600
 template <int kRT, int kW, int kV, int kS>
 constexpr int kStagesFor = kRT == 1 ? 4 : kW == 4 && kV == 1 ? (kS > 1 ? 2 : 3) : 2;
 
+// A warp's ring as linear_mma runs it: items of kItemRT row tiles (see there), kRingStages
+// slots of kRingSlotBytes. Row-tile items keep one in flight while another decodes (more was
+// slower, H200: docs/PERF_NOTES.md); a tile's first row-tile item also brings the second row
+// tile's scale bytes (after its own), so that one fold decision covers the whole tile.
+template <int kRT, int kW, int kV, int kS, int kItemRT>
+constexpr int kRingStages = kRT == kItemRT ? kStagesFor<kRT, kW, kV, kS> : 2;
+template <int kRT, int kItemRT>
+constexpr int kRingSlotBytes = kItemRT * kTileStageBytes + (kRT / kItemRT == 2 ? kTileScaleBytes : 0);
+// The fp32 partials of one chain per warp (kRT row tiles, kNB n8 blocks, 4 mma slots, 32 lanes).
+template <int kNB, int kRT, int kW>
+constexpr int kChainPartialBytes = kW * kRT * kNB * 4 * 32 * 4;
+
 // Rings, and the partials of the kW * kV virtual warps: the last chain's in the rings' memory, the
 // first chain's after them when there are two; then, in a cluster of kS CTAs, the CTA partials
 // the other kS - 1 push to the leader (from linear_pushed_offset on). The rings are sized for
@@ -64,13 +76,13 @@ constexpr int kStagesFor = kRT == 1 ? 4 : kW == 4 && kV == 1 ? (kS > 1 ? 2 : 3) 
 // sizing shared memory to them measured the same (twelfth session, experiments/h200_fp6_s12.md).
 template <int kNB, int kRT, int kW, int kV, int kS>
 MXF_HD constexpr int linear_pushed_offset() {
-  constexpr int ring = kW * kStagesFor<kRT, kW, kV, kS> * kRT * kTileStageBytes;
-  constexpr int red = kW * kRT * kNB * 4 * 32 * 4;  // one chain per warp
+  constexpr int ring = kW * kRingStages<kRT, kW, kV, kS, kRT> * kRingSlotBytes<kRT, kRT>;  // whole tiles
+  constexpr int red = kChainPartialBytes<kNB, kRT, kW>;
   return (ring > red ? ring : red) + (kV > 1 ? red : 0);
 }
 template <int kNB, int kRT, int kW, int kV, int kS>
 MXF_HD constexpr int linear_smem_bytes() {
-  return linear_pushed_offset<kNB, kRT, kW, kV, kS>() + (kS - 1) * kRT * kNB * 4 * 32 * 4;
+  return linear_pushed_offset<kNB, kRT, kW, kV, kS>() + (kS - 1) * kChainPartialBytes<kNB, kRT, 1>;  // CTA sums
 }
 
 // Where the attention front keeps the CTA's normed rows in shared memory (when they fit): after
@@ -82,8 +94,8 @@ MXF_HD constexpr int linear_smem_bytes() {
 template <int kNB, int kRT, int kW, int kV, int kS, int kItemRT>
 MXF_HD constexpr int front_y_offset() {
   if constexpr (kS == 1 && kV == 1 && kRT == 2 && kItemRT == 1) {
-    constexpr int ring = kW * 2 * (kTileStageBytes + kTileScaleBytes);
-    constexpr int red = kW * kRT * kNB * 4 * 32 * 4;
+    constexpr int ring = kW * kRingStages<kRT, kW, kV, kS, kItemRT> * kRingSlotBytes<kRT, kItemRT>;
+    constexpr int red = kChainPartialBytes<kNB, kRT, kW>;
     return ring > red ? ring : red;
   } else {
     return linear_smem_bytes<kNB, kRT, kW, kV, kS>();
@@ -199,10 +211,10 @@ MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, const void* x_rows
   const bool own = f.y_smem_bytes > 0;  // x_rows is this CTA's shared memory: s may be parked there
   const uint16_t* const xs = static_cast<const uint16_t*>(f.x) + m0 * f.x_stride;
   const uint16_t* const rs = static_cast<const uint16_t*>(f.residual) + m0 * f.r_stride;
-  uint16_t* const y = static_cast<uint16_t*>(const_cast<void*>(x_rows)) + m0 * k;
   const auto ld_x = [&](int r, int c) { return load_raw(xs + r * f.x_stride, c, k, act, vx).lo; };
   const auto ld_r = [&](int r, int c) { return load_raw(rs + r * f.r_stride, c, k, act, vr).lo; };
-  uint4* const ys = reinterpret_cast<uint4*>(y);  // own rows: chunk c of row r at ys[r * chunks + c]
+  // The CTA's rows of y (shared memory or its global copy): chunk c of row r at ys[r * chunks + c].
+  uint4* const ys = reinterpret_cast<uint4*>(static_cast<uint16_t*>(const_cast<void*>(x_rows)) + m0 * k);
 
   for (int l = threadIdx.x; l < kVirtualLanes; l += blockDim.x) {
     for (int r = 0; r < rows; ++r) red[r][l] = 0.0f;
@@ -654,11 +666,8 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
   constexpr bool kBF16 = kAct == Dtype::kBF16;
   static_assert(kItemRT == kRT || (kItemRT == 1 && kRT == 2 && kV == 1), "whole tiles, or row tiles of one chain");
   constexpr int kSub = kRT / kItemRT;  // ring items per k-tile
-  // One row tile in flight while another decodes (more was slower, H200: docs/PERF_NOTES.md).
-  constexpr int kStages = kSub == 1 ? kStagesFor<kRT, kW, kV, kS> : 2;
-  // kItemRT tiles and their scale bytes; a tile's first row-tile item also brings the second
-  // row tile's scale bytes (after its own), so that one fold decision covers the whole tile.
-  constexpr int kSlot = kItemRT * kTileStageBytes + (kSub == 2 ? kTileScaleBytes : 0);
+  constexpr int kStages = kRingStages<kRT, kW, kV, kS, kItemRT>;
+  constexpr int kSlot = kRingSlotBytes<kRT, kItemRT>;
   constexpr int kVW = kW * kV;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
