@@ -2,7 +2,9 @@
 // here: qualifiers, the error and stream types, 32-lane shuffles and the warp barrier.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <utility>
 
 // MXF_HIP / MXF_CUDA: the vendor runtime is available (its error and stream types). Host-only
 // translation units of a GPU build (ops/*.cpp, built with MXF_WITH_GPU) see the runtime too.
@@ -54,6 +56,55 @@ inline error_t last_error() { return cudaGetLastError(); }
 template <typename K>
 error_t set_max_dynamic_smem(K kernel, int bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+// cudaLaunchKernelEx with the sm_90+ attributes the library uses: clusters of `cluster_x` CTAs
+// along x (when > 1) and programmatic dependent launch (when `pdl`).
+template <typename... Params, typename... Args>
+error_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, stream_t stream, int cluster_x,
+                  bool pdl, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  unsigned n_attr = 0;
+  if (cluster_x > 1) {
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = static_cast<unsigned>(cluster_x);
+    attr[n_attr].val.clusterDim.y = 1;
+    attr[n_attr].val.clusterDim.z = 1;
+    ++n_attr;
+  }
+  if (pdl) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = n_attr;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// A per-device memo for host queries that would cost time on every eager launch (the occupancy
+// API, function attributes): memo[device][slot] keeps compute()'s value once it is positive.
+// Devices past kMemoDevices, or a current device that cannot be read, ask every time.
+constexpr int kMemoDevices = 64;
+template <int kSlots, typename F>
+int per_device_memo(std::atomic<int> (&memo)[kMemoDevices][kSlots], int slot, F&& compute) {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    dev = -1;
+  }
+  const bool cached = dev >= 0 && dev < kMemoDevices;
+  int v = cached ? memo[dev][slot].load(std::memory_order_relaxed) : 0;
+  if (v <= 0) {
+    v = compute();
+    if (cached && v > 0) memo[dev][slot].store(v, std::memory_order_relaxed);
+  }
+  return v;
 }
 #endif
 

@@ -1006,28 +1006,8 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
   // sm_90+ launches (the host sets p.clusters only there) may carry a cluster shape and the
   // programmatic-dependent-launch attribute.
   if (kS > 1 || (p.clusters && p.pdl > 0)) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(ctas));
-    cfg.blockDim = dim3(kW * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    unsigned n_attr = 0;
-    if (kS > 1) {
-      attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-      attr[n_attr].val.clusterDim.x = kS;
-      attr[n_attr].val.clusterDim.y = 1;
-      attr[n_attr].val.clusterDim.z = 1;
-      ++n_attr;
-    }
-    if (p.clusters && p.pdl > 0) {
-      attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
-      ++n_attr;
-    }
-    cfg.attrs = attr;
-    cfg.numAttrs = n_attr;
-    return cudaLaunchKernelEx(&cfg, kernel, q);
+    return launch_ex(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kW * 32), smem, stream, kS,
+                     p.clusters && p.pdl > 0, q);
   }
 #else
   if constexpr (kS > 1) return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1, kItemRT>(pp, stream);

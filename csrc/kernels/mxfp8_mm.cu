@@ -581,24 +581,16 @@ constexpr int tc_smem_bytes(int warps) {
 // CTAs of the two-n8-block kernel per SM at `warps` warps on the current device (the occupancy
 // API, once per device and value; devices past the cache are asked every time).
 int tc_ctas_per_sm(int warps) {
-  constexpr int kCachedDevices = 64;
-  static std::atomic<int> cache[kCachedDevices][kTcMaxWarps + 1] = {};
-  int dev = -1;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    dev = -1;
-  }
-  const bool cached = dev >= 0 && dev < kCachedDevices;
-  int v = cached ? cache[dev][warps].load(std::memory_order_relaxed) : 0;
-  if (v == 0) {
+  static std::atomic<int> memo[kMemoDevices][kTcMaxWarps + 1] = {};
+  return per_device_memo(memo, warps, [warps] {
+    int v = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, fp8_mm_tc_kernel<2, 1>, warps * 32,
                                                       tc_smem_bytes<2, 1>(warps)) != cudaSuccess || v < 1) {
       (void)cudaGetLastError();
       v = 1;
     }
-    if (cached) cache[dev][warps].store(v, std::memory_order_relaxed);
-  }
-  return v;
+    return v;
+  });
 }
 
 // Warps per CTA (the K split, and so the summation order): the most, up to 16, with which every
@@ -643,19 +635,7 @@ error_t launch_tc_split(const Fp8MmParams& p, int vwarps, int64_t mtiles, stream
   const int warps = vwarps / kS;
   const dim3 grid(static_cast<unsigned>(mtiles * kS), static_cast<unsigned>((p.n + 15) / 16));
   if constexpr (kS > 1) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(warps * 32);
-    cfg.dynamicSmemBytes = tc_smem_bytes<kNB, kS>(warps);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kS;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, kernel, p);
+    return launch_ex(kernel, grid, dim3(warps * 32), tc_smem_bytes<kNB, kS>(warps), stream, kS, false, p);
   }
   kernel<<<grid, warps * 32, tc_smem_bytes<kNB, kS>(warps), stream>>>(p);
   return last_error();
