@@ -20,9 +20,14 @@ def main() -> None:
     ap.add_argument("--pdl", default="on")
     ap.add_argument("--keys", nargs="*", default=["hidden", "m"])
     args = ap.parse_args()
-    if os.path.exists(os.path.join(args.out, "ab.tar.gz")) and not glob.glob(os.path.join(args.out, "ab_v*.json")):
+    packed = os.path.join(args.out, "ab.tar.gz")
+    if os.path.exists(packed):
+        # Read the packed results from a scratch folder: nothing is added to OUT (the device call
+        # returns at most 8 files).
         import tarfile
-        with tarfile.open(os.path.join(args.out, "ab.tar.gz")) as t:
+        import tempfile
+        args.out = tempfile.mkdtemp(prefix="ab_summary_")
+        with tarfile.open(packed) as t:
             t.extractall(args.out, filter="data")
     with open(os.path.join(args.out, "ab_variants.txt")) as f:
         variants = [v.strip() for v in f if v.strip()]
@@ -41,14 +46,16 @@ def main() -> None:
     print(f"{args.name} ({args.pdl}), best us over rounds; ratio = base / variant")
     for i, name in enumerate(variants):
         print(f"  v{i}: {name}")
-    print(" ".join(f"{k:>6}" for k in args.keys) + "".join(f" {'v' + str(i):>14}" for i in range(len(variants))))
+    heads = "".join(f" {'v' + str(i):>14}" for i in range(len(variants)))
+    print(" ".join(f"{k:>6}" for k in args.keys) + heads)
     for key in sorted(best):
         cur = best[key]
         base = cur.get(0)
         cells = []
         for i in range(len(variants)):
             t = cur.get(i)
-            cells.append(f" {'-':>14}" if t is None else f" {t:8.2f} {base / t if base else 0:5.3f}")
+            ratio = base / t if base and t else 0.0
+            cells.append(f" {'-':>14}" if t is None else f" {t:8.2f} {ratio:5.3f}")
         print(" ".join(f"{k:>6}" for k in key) + "".join(cells))
 
 
