@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # A/B of kernel patches in one device call: builds the working tree ("base"), then applies each
-# patch on top of the previous ones and rebuilds (ninja: only the changed translation units), and
-# after each build runs $AB_TESTS (pytest arguments; skipped for base when empty) and $AB_BENCH.
+# patch on top of the previous ones and rebuilds (ninja: only the changed translation units),
+# running $AB_TESTS (pytest arguments, if set) on each patched build; then $AB_BENCH on every build.
 # Each variant's extension is kept, so the benchmark rounds can alternate between builds:
 #   AB_BENCH="benchmarks/bench_attention_front.py --ms 1 4 8 16" \
 #   AB_TESTS="tests/test_attention_front.py" \
 #   bash benchmarks/ab_patches.sh a.patch b.patch        # variants: base, +a, +a+b
 # Output: $OUT/ab_<variant>_r<round>.{json,md,log}, packed with the build and test logs into
-# $OUT/ab.tar.gz at the end (the device call returns at most 8 files); the tree is restored.
-# Summary: python benchmarks/ab_summary.py DIR (the unpacked folder).
+# $OUT/ab.tar.gz at the end (the device call returns at most 8 files); the tree and its build are
+# restored.
+# Summary: python benchmarks/ab_summary.py $OUT (it reads ab.tar.gz).
 set -uo pipefail
 OUT=${OUT:-gpu_out}
 ROUNDS=${AB_ROUNDS:-2}
@@ -21,7 +22,7 @@ restore() { for p in "${applied[@]}"; do git apply -R "$p"; done; }
 trap restore EXIT
 t0=$SECONDS
 make build > "$OUT/ab_build_base.log" 2>&1 || { tail -30 "$OUT/ab_build_base.log"; exit 1; }
-cp python/mxfuse/_C*.so "$so_dir/base.so"
+cp python/mxfuse/_C*.so "$so_dir/0.so"
 echo "base built in $((SECONDS - t0)) s"
 name=base
 for p in "$@"; do
@@ -41,13 +42,12 @@ done
 so=$(ls python/mxfuse/_C*.so)
 for r in $(seq 1 "$ROUNDS"); do
   for i in "${!variants[@]}"; do
-    [ "$i" = 0 ] && src=base || src=$i
-    cp "$so_dir/$src.so" "$so"
+    cp "$so_dir/$i.so" "$so"
     tag="v${i}_r${r}"
     .venv/bin/python $AB_BENCH --out "$OUT/ab_$tag" > "$OUT/ab_$tag.log" 2>&1
     echo "round $r ${variants[$i]}: rc=$?"
   done
 done
-cp "$so_dir/$((${#variants[@]} - 1)).so" "$so" 2>/dev/null || cp "$so_dir/base.so" "$so"
+cp "$so_dir/0.so" "$so"  # the build of the sources the trap restores
 printf '%s\n' "${variants[@]}" > "$OUT/ab_variants.txt"
 (cd "$OUT" && tar czf ab.tar.gz ab_* && rm -f ab_*.json ab_*.md ab_*.log)

@@ -201,7 +201,7 @@ def test_cache_write_slot_past_the_cache_gpu_writes_nothing():
 @pytest.mark.parametrize("m", [1, 3, 8, 17])
 def test_fused_equals_unfused(device, dtype, cfg, m):
     f = Front(cfg, m, dtype, device, seed=m)
-    got = run_poisoned(lambda: f.run())
+    got = run_poisoned(f.run)
     r, kc, vc = f.fresh()
     q, gate = mxfuse.attention_front_unfused(*f.args(r, kc, vc), **f.kw)
     assert_front_equal(list(got), [t.cpu() for t in (q, gate, r, kc, vc)], f"fused vs unfused ({device})")

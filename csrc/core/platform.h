@@ -61,8 +61,8 @@ error_t set_max_dynamic_smem(K kernel, int bytes) {
 // cudaLaunchKernelEx with the sm_90+ attributes the library uses: clusters of `cluster_x` CTAs
 // along x (when > 1) and programmatic dependent launch (when `pdl`).
 template <typename... Params, typename... Args>
-error_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, stream_t stream, int cluster_x,
-                  bool pdl, Args&&... args) {
+error_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, stream_t stream,
+                  int cluster_x, bool pdl, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -96,7 +96,7 @@ int per_device_memo(std::atomic<int> (&memo)[kMemoDevices][kSlots], int slot, F&
   int dev = -1;
   if (cudaGetDevice(&dev) != cudaSuccess) {
     (void)cudaGetLastError();
-    dev = -1;
+    dev = -1;  // not left to the runtime
   }
   const bool cached = dev >= 0 && dev < kMemoDevices;
   int v = cached ? memo[dev][slot].load(std::memory_order_relaxed) : 0;

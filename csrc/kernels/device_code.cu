@@ -17,7 +17,8 @@ int device_code_arch() {
     cudaFuncAttributes attr{};
     if (cudaFuncGetAttributes(&attr, device_code_probe) != cudaSuccess) {
       (void)cudaGetLastError();
-      return 0;  // no image for this device (or no device): every launch will fail with the runtime's error
+      // No image for this device (or no device): every launch fails with the runtime's error.
+      return 0;
     }
     return attr.ptxVersion;
   });

@@ -69,6 +69,14 @@ constexpr int kRingSlotBytes = kItemRT * kTileStageBytes + (kRT / kItemRT == 2 ?
 template <int kNB, int kRT, int kW>
 constexpr int kChainPartialBytes = kW * kRT * kNB * 4 * 32 * 4;
 
+// The rings of items of kItemRT row tiles, or the last chain's partials that reuse their memory.
+template <int kNB, int kRT, int kW, int kV, int kS, int kItemRT>
+MXF_HD constexpr int linear_ring_bytes() {
+  constexpr int ring = kW * kRingStages<kRT, kW, kV, kS, kItemRT> * kRingSlotBytes<kRT, kItemRT>;
+  constexpr int red = kChainPartialBytes<kNB, kRT, kW>;
+  return ring > red ? ring : red;
+}
+
 // Rings, and the partials of the kW * kV virtual warps: the last chain's in the rings' memory, the
 // first chain's after them when there are two; then, in a cluster of kS CTAs, the CTA partials
 // the other kS - 1 push to the leader (from linear_pushed_offset on). The rings are sized for
@@ -76,9 +84,7 @@ constexpr int kChainPartialBytes = kW * kRT * kNB * 4 * 32 * 4;
 // sizing shared memory to them measured the same (twelfth session, experiments/h200_fp6_s12.md).
 template <int kNB, int kRT, int kW, int kV, int kS>
 MXF_HD constexpr int linear_pushed_offset() {
-  constexpr int ring = kW * kRingStages<kRT, kW, kV, kS, kRT> * kRingSlotBytes<kRT, kRT>;  // whole tiles
-  constexpr int red = kChainPartialBytes<kNB, kRT, kW>;
-  return (ring > red ? ring : red) + (kV > 1 ? red : 0);
+  return linear_ring_bytes<kNB, kRT, kW, kV, kS, kRT>() + (kV > 1 ? kChainPartialBytes<kNB, kRT, kW> : 0);
 }
 template <int kNB, int kRT, int kW, int kV, int kS>
 MXF_HD constexpr int linear_smem_bytes() {
@@ -94,9 +100,7 @@ MXF_HD constexpr int linear_smem_bytes() {
 template <int kNB, int kRT, int kW, int kV, int kS, int kItemRT>
 MXF_HD constexpr int front_y_offset() {
   if constexpr (kS == 1 && kV == 1 && kRT == 2 && kItemRT == 1) {
-    constexpr int ring = kW * kRingStages<kRT, kW, kV, kS, kItemRT> * kRingSlotBytes<kRT, kItemRT>;
-    constexpr int red = kChainPartialBytes<kNB, kRT, kW>;
-    return ring > red ? ring : red;
+    return linear_ring_bytes<kNB, kRT, kW, kV, kS, kItemRT>();
   } else {
     return linear_smem_bytes<kNB, kRT, kW, kV, kS>();
   }

@@ -579,7 +579,7 @@ constexpr int tc_smem_bytes(int warps) {
 }
 
 // CTAs of the two-n8-block kernel per SM at `warps` warps on the current device (the occupancy
-// API, once per device and value; devices past the cache are asked every time).
+// API, once per device and value: per_device_memo).
 int tc_ctas_per_sm(int warps) {
   static std::atomic<int> memo[kMemoDevices][kTcMaxWarps + 1] = {};
   return per_device_memo(memo, warps, [warps] {
