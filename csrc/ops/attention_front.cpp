@@ -10,12 +10,10 @@
 #include "../cpu/cpu_ops.h"
 #include "checks.h"
 #include "debug.h"
+#include "dispatch.h"
 #include "mxfp6_common.h"
 
 #ifdef MXF_WITH_GPU
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-
 #include "../kernels/attention_front.h"
 #endif
 
@@ -135,14 +133,7 @@ at::Tensor rotary_embedding_neox(const at::Tensor& x, const at::Tensor& position
   p.max_pos = cs.size(0);
   p.act = to_dtype(x.scalar_type());
   if (out.numel() == 0) return out;
-#ifdef MXF_WITH_GPU
-  if (x.is_cuda()) {
-    const c10::cuda::OptionalCUDAGuard guard(x.device());
-    C10_CUDA_CHECK(kernels::launch_rope_neox(p, at::cuda::getCurrentCUDAStream()));
-    return out;
-  }
-#endif
-  cpu::rope_neox(p);
+  MXF_DISPATCH(x, kernels::launch_rope_neox(p, stream), cpu::rope_neox(p));
   return out;
 }
 
@@ -178,14 +169,7 @@ void reshape_and_cache_flash(const at::Tensor& key, const at::Tensor& value, at:
   p.act = to_dtype(key.scalar_type());
   fill_cache_params(p, key_cache, value_cache, slot_mapping, k_scale, v_scale, fp8);
   if (m == 0 || kv_heads == 0 || d == 0 || slots == 0) return;
-#ifdef MXF_WITH_GPU
-  if (key.is_cuda()) {
-    const c10::cuda::OptionalCUDAGuard guard(key.device());
-    C10_CUDA_CHECK(kernels::launch_kv_cache_write(p, at::cuda::getCurrentCUDAStream()));
-    return;
-  }
-#endif
-  cpu::kv_cache_write(p);
+  MXF_DISPATCH(key, kernels::launch_kv_cache_write(p, stream), cpu::kv_cache_write(p));
 }
 
 // Counters the GPU kernel needs in `workspace`: one per (block of 8 token rows, head segment)
@@ -300,15 +284,8 @@ std::tuple<at::Tensor, at::Tensor> attention_front(
   p.eps = static_cast<float>(eps);
   p.weight_offset = static_cast<float>(weight_offset);
   if (m == 0) return {q, gate};
-#ifdef MXF_WITH_GPU
-  if (x.is_cuda()) {
-    const c10::cuda::OptionalCUDAGuard guard(x.device());
-    set_linear_device(p.linear);
-    C10_CUDA_CHECK(kernels::launch_attention_front(p, at::cuda::getCurrentCUDAStream()));
-    return {q, gate};
-  }
-#endif
-  cpu::attention_front(p);
+  MXF_DISPATCH(x, (set_linear_device(p.linear), kernels::launch_attention_front(p, stream)),
+               cpu::attention_front(p));
   return {q, gate};
 }
 

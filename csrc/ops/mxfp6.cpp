@@ -12,13 +12,11 @@
 #include "../cpu/cpu_ops.h"
 #include "checks.h"
 #include "debug.h"
+#include "dispatch.h"
 #include "mxfp6_common.h"
 #include "settings.h"
 
 #ifdef MXF_WITH_GPU
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-
 #include "../kernels/device_code.h"
 #include "../kernels/mxfp6.h"
 #endif
@@ -45,16 +43,9 @@ void check_weight(const char* op, const at::Tensor& w) {
               "value");
 }
 
-void run_pack(Fp6PackParams& p, [[maybe_unused]] const at::Tensor& w) {
+void run_pack(Fp6PackParams& p, const at::Tensor& w) {
   if (p.n == 0 || p.k == 0) return;
-#ifdef MXF_WITH_GPU
-  if (w.is_cuda()) {
-    const c10::cuda::OptionalCUDAGuard guard(w.device());
-    C10_CUDA_CHECK(kernels::launch_mxfp6_pack(p, at::cuda::getCurrentCUDAStream()));
-    return;
-  }
-#endif
-  cpu::mxfp6_pack(p);
+  MXF_DISPATCH(w, kernels::launch_mxfp6_pack(p, stream), cpu::mxfp6_pack(p));
 }
 
 // Programmatic dependent launch of mxfp6_linear (sm_90+): 0 off, 1 on (default), 2 on and the
@@ -202,14 +193,7 @@ at::Tensor mxfp6_unpack(const at::Tensor& packed, const at::Tensor& scales,
   p.k = k;
   p.out_dtype = to_dtype(out_dtype);
   if (n == 0 || k == 0) return out;
-#ifdef MXF_WITH_GPU
-  if (packed.is_cuda()) {
-    const c10::cuda::OptionalCUDAGuard guard(packed.device());
-    C10_CUDA_CHECK(kernels::launch_mxfp6_unpack(p, at::cuda::getCurrentCUDAStream()));
-    return out;
-  }
-#endif
-  cpu::mxfp6_unpack(p);
+  MXF_DISPATCH(packed, kernels::launch_mxfp6_unpack(p, stream), cpu::mxfp6_unpack(p));
   return out;
 }
 
@@ -252,15 +236,8 @@ at::Tensor mxfp6_linear(const at::Tensor& x, const at::Tensor& packed, const at:
   p.k = k;
   p.act = to_dtype(x.scalar_type());
   if (p.m == 0 || n == 0) return out;
-#ifdef MXF_WITH_GPU
-  if (x.is_cuda()) {
-    const c10::cuda::OptionalCUDAGuard guard(x.device());
-    set_linear_device(p);
-    C10_CUDA_CHECK(kernels::launch_mxfp6_linear(p, at::cuda::getCurrentCUDAStream()));
-    return out;
-  }
-#endif
-  cpu::mxfp6_linear(p);
+  MXF_DISPATCH(x, (set_linear_device(p), kernels::launch_mxfp6_linear(p, stream)),
+               cpu::mxfp6_linear(p));
   return out;
 }
 

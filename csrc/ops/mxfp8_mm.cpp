@@ -11,12 +11,10 @@
 #include "../cpu/cpu_ops.h"
 #include "checks.h"
 #include "debug.h"
+#include "dispatch.h"
 #include "settings.h"
 
 #ifdef MXF_WITH_GPU
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-
 #include "../kernels/device_code.h"
 #include "../kernels/mxfp8_mm.h"
 #endif
@@ -85,6 +83,32 @@ int64_t fp8_mm_kernel() {
   });
 }
 
+#ifdef MXF_WITH_GPU
+// The GPU kernel's choice and launch settings for the current device (under the op's guard).
+void set_mm_device([[maybe_unused]] Fp8MmParams& p) {
+#if !defined(USE_ROCM)
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  p.num_sms = prop->multiProcessorCount;
+  // The tensor-core kernel: sm_89+ with room for its rings (kFp8MmTcMaxSmemBytes per CTA), grid
+  // rows (N / 16) within the grid's y limit; else the exact kernel. The kernels' code must be
+  // sm_89+ too (FP8 mma; sm_90+ for clusters), not only the device: an older build JIT-compiled
+  // on a newer GPU has neither (kernels::device_code_arch).
+  const int code_arch = kernels::device_code_arch();
+  p.tensor_cores = fp8_mm_kernel() == 1 && prop->major * 10 + prop->minor >= 89 && code_arch >= 89 &&
+                   prop->sharedMemPerBlockOptin >= static_cast<size_t>(kernels::kFp8MmTcMaxSmemBytes) &&
+                   (p.n + 15) / 16 <= 65535 && (p.m + 7) / 8 <= 0x7fffffff;
+  // Tests and benchmarks may pin the tensor-core kernel's K split (unset, empty or 0: the
+  // heuristic; anything else is an error) and its split of an output tile over a cluster (same
+  // bits).
+  p.tc_warps_override = env_choice("MXFUSE_FP8_TC_WARPS", {"1", "2", "4", "8", "16"}, "1, 2, 4, 8 or 16");
+  p.tc_split_override = env_choice("MXFUSE_FP8_TC_SPLIT", {"1", "2", "4"}, "1, 2 or 4");
+  p.clusters = kernels::cluster_code_available(prop->major);
+  p.scale_words = (p.k / kMxBlock) % 4 == 0 && reinterpret_cast<uintptr_t>(p.a_scale) % 4 == 0 &&
+                  reinterpret_cast<uintptr_t>(p.b_scale) % 4 == 0;
+#endif
+}
+#endif
+
 at::Tensor mxfp8_scaled_mm(const at::Tensor& a, const at::Tensor& a_scale, const at::Tensor& b,
                            const at::Tensor& b_scale, at::ScalarType out_dtype,
                            const std::optional<at::Tensor>& bias, c10::string_view b_scale_layout) {
@@ -147,34 +171,8 @@ at::Tensor mxfp8_scaled_mm(const at::Tensor& a, const at::Tensor& a_scale, const
   p.k = k;
   p.b_scale_rows = rows;
   p.out_dtype = to_dtype(out_dtype);
-#ifdef MXF_WITH_GPU
-  if (a.is_cuda()) {
-    const c10::cuda::OptionalCUDAGuard guard(a.device());
-#if !defined(USE_ROCM)
-    const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
-    p.num_sms = prop->multiProcessorCount;
-    // The tensor-core kernel: sm_89+ with room for its rings (kFp8MmTcMaxSmemBytes per CTA), grid
-    // rows (N / 16) within the grid's y limit; else the exact kernel. The kernels' code must be
-    // sm_89+ too (FP8 mma; sm_90+ for clusters), not only the device: an older build JIT-compiled
-    // on a newer GPU has neither (kernels::device_code_arch).
-    const int code_arch = kernels::device_code_arch();
-    p.tensor_cores = fp8_mm_kernel() == 1 && prop->major * 10 + prop->minor >= 89 && code_arch >= 89 &&
-                     prop->sharedMemPerBlockOptin >= static_cast<size_t>(kernels::kFp8MmTcMaxSmemBytes) &&
-                     (n + 15) / 16 <= 65535 && (m + 7) / 8 <= 0x7fffffff;
-    // Tests and benchmarks may pin the tensor-core kernel's K split (unset, empty or 0: the
-    // heuristic; anything else is an error) and its split of an output tile over a cluster (same
-    // bits).
-    p.tc_warps_override = env_choice("MXFUSE_FP8_TC_WARPS", {"1", "2", "4", "8", "16"}, "1, 2, 4, 8 or 16");
-    p.tc_split_override = env_choice("MXFUSE_FP8_TC_SPLIT", {"1", "2", "4"}, "1, 2 or 4");
-    p.clusters = kernels::cluster_code_available(prop->major);
-    p.scale_words = (k / kMxBlock) % 4 == 0 && reinterpret_cast<uintptr_t>(p.a_scale) % 4 == 0 &&
-                    reinterpret_cast<uintptr_t>(p.b_scale) % 4 == 0;
-#endif
-    C10_CUDA_CHECK(kernels::launch_mxfp8_scaled_mm(p, at::cuda::getCurrentCUDAStream()));
-    return out;
-  }
-#endif
-  cpu::mxfp8_scaled_mm(p);
+  MXF_DISPATCH(a, (set_mm_device(p), kernels::launch_mxfp8_scaled_mm(p, stream)),
+               cpu::mxfp8_scaled_mm(p));
   return out;
 }
 

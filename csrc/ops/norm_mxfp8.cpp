@@ -11,11 +11,9 @@
 #include "../cpu/cpu_ops.h"
 #include "checks.h"
 #include "debug.h"
+#include "dispatch.h"
 
 #ifdef MXF_WITH_GPU
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-
 #include "../kernels/norm_mxfp8.h"
 #endif
 
@@ -30,18 +28,17 @@ std::tuple<at::Tensor, at::Tensor> empty_mxfp8(const at::Tensor& x) {
           at::empty(scale_shape, x.options().dtype(at::kByte))};
 }
 
-void run_norm(NormParams& p, [[maybe_unused]] const at::Tensor& x) {
-  if (p.m == 0) return;
 #ifdef MXF_WITH_GPU
-  if (x.is_cuda()) {
-    const c10::cuda::OptionalCUDAGuard guard(x.device());
-    // Benchmarks may move the switch to the latency kernel (MXFUSE_NORM_WIDE_MAX_M=rows).
-    if (const char* v = std::getenv("MXFUSE_NORM_WIDE_MAX_M")) p.wide_max_m = std::atoll(v);
-    C10_CUDA_CHECK(kernels::launch_gemma_norm(p, at::cuda::getCurrentCUDAStream()));
-    return;
-  }
+error_t launch_norm(NormParams& p, stream_t stream) {
+  // Benchmarks may move the switch to the latency kernel (MXFUSE_NORM_WIDE_MAX_M=rows).
+  if (const char* v = std::getenv("MXFUSE_NORM_WIDE_MAX_M")) p.wide_max_m = std::atoll(v);
+  return kernels::launch_gemma_norm(p, stream);
+}
 #endif
-  cpu::gemma_norm(p);
+
+void run_norm(NormParams& p, const at::Tensor& x) {
+  if (p.m == 0) return;
+  MXF_DISPATCH(x, launch_norm(p, stream), cpu::gemma_norm(p));
 }
 
 // Checks and launch shared by the four norm ops. Writes y (out) or codes/scales (mx outputs).
@@ -172,14 +169,7 @@ std::tuple<at::Tensor, at::Tensor> mxfp8_quantize(const at::Tensor& x,
   p.act = to_dtype(x.scalar_type());
   p.rule = rule;
   if (p.m == 0 || n == 0) return out;
-#ifdef MXF_WITH_GPU
-  if (x.is_cuda()) {
-    const c10::cuda::OptionalCUDAGuard guard(x.device());
-    C10_CUDA_CHECK(kernels::launch_mxfp8_quantize(p, at::cuda::getCurrentCUDAStream()));
-    return out;
-  }
-#endif
-  cpu::mxfp8_quantize(p);
+  MXF_DISPATCH(x, kernels::launch_mxfp8_quantize(p, stream), cpu::mxfp8_quantize(p));
   return out;
 }
 
@@ -214,14 +204,7 @@ at::Tensor mxfp8_dequantize(const at::Tensor& codes, const at::Tensor& scales,
   p.n = n;
   p.out_dtype = to_dtype(out_dtype);
   if (p.m == 0 || n == 0) return out;
-#ifdef MXF_WITH_GPU
-  if (codes.is_cuda()) {
-    const c10::cuda::OptionalCUDAGuard guard(codes.device());
-    C10_CUDA_CHECK(kernels::launch_mxfp8_dequantize(p, at::cuda::getCurrentCUDAStream()));
-    return out;
-  }
-#endif
-  cpu::mxfp8_dequantize(p);
+  MXF_DISPATCH(codes, kernels::launch_mxfp8_dequantize(p, stream), cpu::mxfp8_dequantize(p));
   return out;
 }
 
