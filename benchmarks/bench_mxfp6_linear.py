@@ -35,6 +35,9 @@ def main() -> None:
     ap.add_argument("--pdl", nargs="*", default=list(MODES), choices=MODES)
     ap.add_argument("--shapes", nargs="*", default=[f"{n}x{k}" for n, k in SHAPES],
                     help="N x K shapes to run, e.g. 2560x6144")
+    ap.add_argument("--unverified", action="store_true",
+                    help="measurement builds whose results are wrong on purpose: skip the fp64 check "
+                         "(every mode must still give the same bits); the table says so")
     args = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda"
@@ -56,7 +59,7 @@ def main() -> None:
             y = mxfuse.mxfp6_linear(xs[0], *packs[0])
             ref = xs[0].double() @ ws[0].double().T
             err = ((y.double() - ref).norm() / ref.norm()).item()
-            if not err < 4e-3:
+            if not err < 4e-3 and not args.unverified:
                 raise SystemExit(f"verification failed at {n}x{k} m={m}: rel err {err}")
             for mode in args.pdl:  # every launch mode gives the same bits
                 mxfuse.set_pdl(mode)
@@ -97,13 +100,15 @@ def main() -> None:
     for mode in args.pdl:
         header += [f"{mode}: us", f"{mode}: x bf16", f"{mode}: % copy"]
     md = (f"# MXFP6 W6A16 decode linear (bf16 activations), {harness.environment()['device']}\n\n"
-          f"Command: `{harness.command()}`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
+          + ("**UNVERIFIED: a measurement build; results not checked against fp64.**\n\n" if args.unverified else "")
+          + f"Command: `{harness.command()}`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
           f"calls cycling {harness.INPUT_SETS} weight and input sets, best of {harness.REPLAYS}; copy "
           f"bandwidth {copy_gbs:.0f} GB/s measured in the same run. Bytes (mxfp6): packed + scales + x + out. "
           f"mxfp6_linear in each `mxfuse.set_pdl` mode ({', '.join(args.pdl)}; the default is on); "
           f"x bf16 = bf16 F.linear time / mxfp6 time.\n\n"
           + harness.md_table(header, table))
-    harness.write_results(args.out, {"env": harness.environment(), "copy_gbs": copy_gbs, "rows": rows}, md)
+    harness.write_results(args.out, {"env": harness.environment(), "copy_gbs": copy_gbs,
+                                    "unverified": args.unverified, "rows": rows}, md)
     print(md)
 
 
