@@ -37,6 +37,34 @@
 
 namespace mxf {
 
+// A lock-free memo of small non-negative ints keyed by (device, key), for host queries whose answer
+// depends on a launch argument as well as the device (the occupancy API at a given dynamic shared
+// memory size). Each entry packs device, key and value into one atomic word, so a reader never
+// sees a torn entry or another key's value; entries sit at a hash of (device, key) and a collision
+// only evicts. Devices outside [0, 4096) and keys of 36 bits or more are computed every time.
+template <int kEntries>
+struct KeyedMemo {
+  static_assert(kEntries > 0 && (kEntries & (kEntries - 1)) == 0, "a power of two");
+  std::atomic<uint64_t> slot[kEntries] = {};
+
+  // compute() returns the value (0 .. 65535, kept) or a negative error (returned, not kept).
+  template <typename F>
+  int get(int device, uint64_t key, F&& compute) {
+    const bool keyed = device >= 0 && device < 4096 && key < (uint64_t{1} << 36);
+    // device + 1 in the top 12 bits, so an empty entry (0) matches no key.
+    const uint64_t tag = keyed ? (static_cast<uint64_t>(device + 1) << 52) | (key << 16) : 0;
+    const uint64_t h = (key * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(device) * 0xC2B2AE3D27D4EB4Full);
+    std::atomic<uint64_t>& e = slot[(h >> 40) & (kEntries - 1)];
+    if (keyed) {
+      const uint64_t v = e.load(std::memory_order_relaxed);
+      if ((v & ~uint64_t{0xFFFF}) == tag) return static_cast<int>(v & 0xFFFF);
+    }
+    const int v = compute();
+    if (keyed && v >= 0 && v <= 0xFFFF) e.store(tag | static_cast<uint64_t>(v), std::memory_order_relaxed);
+    return v;
+  }
+};
+
 #if defined(MXF_HIP)
 using error_t = hipError_t;
 using stream_t = hipStream_t;
@@ -105,6 +133,17 @@ int per_device_memo(std::atomic<int> (&memo)[kMemoDevices][kSlots], int slot, F&
     if (cached && v > 0) memo[dev][slot].store(v, std::memory_order_relaxed);
   }
   return v;
+}
+
+// KeyedMemo for the current device.
+template <int kEntries, typename F>
+int device_keyed_memo(KeyedMemo<kEntries>& memo, uint64_t key, F&& compute) {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    dev = -1;  // not left to the runtime; computed every time
+  }
+  return memo.get(dev, key, std::forward<F>(compute));
 }
 #endif
 

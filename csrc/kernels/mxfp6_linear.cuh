@@ -985,19 +985,16 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
   // shared-memory carveout leaves less L1 cache for x.)
   if (p.clusters && p.pdl > 0 && p.smem_per_sm > 0) {
     const int64_t share = (ctas + p.num_sms - 1) / p.num_sms;
-    // CTAs per SM the unpadded kernel allows, asked once per kernel (and again only on a device
-    // with another SM count): the query costs host time on every eager launch otherwise.
-    static std::atomic<int> cached{-1};  // num_sms * 256 + fit
-    int fit = 0;
-    const int c = cached.load(std::memory_order_relaxed);
-    if (c >= 0 && c / 256 == p.num_sms) {
-      fit = c % 256;
-    } else {
-      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, kW * 32, smem) != cudaSuccess) {
-        return last_error();
-      }
-      cached.store(p.num_sms * 256 + (fit < 255 ? fit : 255), std::memory_order_relaxed);
-    }
+    // CTAs per SM the unpadded kernel allows, asked once per kernel, device and shared-memory
+    // size (the attention front's varies with M and K): the query costs host time on every eager
+    // launch otherwise. (Until the twenty-fourth session one answer per kernel was kept, so a front
+    // call could be placed by the answer for another call's shared memory.)
+    static KeyedMemo<16> fits;
+    const int fit = device_keyed_memo(fits, static_cast<uint64_t>(smem), [&] {
+      int f = 0;
+      return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f, kernel, kW * 32, smem) == cudaSuccess ? f : -1;
+    });
+    if (fit < 0) return last_error();
     if (fit > share) {
       const int64_t pad = (p.smem_per_sm / (share + 1) - p.smem_reserved + 16) & ~int64_t{15};
       if (pad > smem && pad <= p.smem_optin) {
