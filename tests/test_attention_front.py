@@ -434,6 +434,43 @@ def test_gpu_graph_capture_replay_and_workspace():
 
 
 @requires_cuda
+@pytest.mark.parametrize("pdl", ["off", "on"])
+def test_gpu_graphs_captured_largest_first_replay_after_smaller_calls(pdl, restore_pdl):
+    """Engines capture one graph per batch size from the largest down, then mix replays with eager
+    calls. The fused kernel's dynamic shared memory grows with M (the normed rows it keeps), so the
+    M = 8 graph's node needs more than the calls captured and run after it: its replay must still
+    run and give the eager bits."""
+    mxfuse.set_pdl(pdl)
+    fronts = {m: Front(QWEN3_NEXT, m, torch.bfloat16, "cuda", seed=m, max_pos=4096, blocks=8, block_size=16)
+              for m in (8, 1)}
+    ws = mxfuse.attention_front_workspace("cuda")
+    state, graphs, outs = {}, {}, {}
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for m, f in fronts.items():  # 8, then 1
+            r, kc, vc = f.fresh()
+            state[m] = (r, kc, vc, r.clone())
+            mxfuse.attention_front(*f.args(r, kc, vc), **f.kw, workspace=ws, fused=True)  # warm-up
+            graphs[m] = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graphs[m], stream=s):
+                outs[m] = mxfuse.attention_front(*f.args(r, kc, vc), **f.kw, workspace=ws, fused=True)
+    torch.cuda.current_stream().wait_stream(s)
+    f1 = fronts[1]
+    mxfuse.attention_front(*f1.args(*f1.fresh()), **f1.kw, workspace=ws, fused=True)  # eager, M = 1
+    for m in (8, 1, 8):
+        r, kc, vc, r0 = state[m]
+        r.copy_(r0)
+        graphs[m].replay()
+        torch.cuda.synchronize()
+        f = fronts[m]
+        r2, kc2, vc2 = f.fresh()
+        want = mxfuse.attention_front(*f.args(r2, kc2, vc2), **f.kw, workspace=ws, fused=True)
+        assert_front_equal([*outs[m], r, kc, vc], [*want, r2, kc2, vc2], f"graph of M={m} replayed, pdl {pdl}")
+    assert not ws.any(), "the workspace must be left zeroed"
+
+
+@requires_cuda
 def test_gpu_bad_positions_and_slots():
     f = Front(SMALL[0], 3, torch.bfloat16, "cuda")
     f.positions = torch.tensor([0, 10_000, -3], device="cuda")

@@ -280,6 +280,40 @@ def test_cuda_graph_replay_equals_eager():
 
 
 @pytest.mark.parametrize("pdl", ["on", "prefetch_weights"])
+def test_graph_replays_linears_whose_shared_memory_differs(pdl, restore_pdl):
+    # With programmatic dependent launch a kernel's shared memory is padded when an SM could hold
+    # more than the even share of its CTAs, so one kernel runs with more shared memory for a weight
+    # of 2 CTAs per SM than for one of 3 (two row tiles per warp, 8 warps, unsplit, at both). A
+    # graph holding both, replayed after eager calls of the smaller, must run both nodes.
+    mxfuse.set_pdl(pdl)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    k = 1024
+    layers = []
+    for i, n in enumerate((64 * sms, 96 * sms, 64 * sms)):  # 2, 3 and 2 CTAs per SM
+        packed, scales, _ = packed_on_gpu(n, k, torch.bfloat16, 40 + i, scale=1.0 / 8)
+        layers.append((randn((5, k), torch.bfloat16, 50 + i, 1.0).cuda(), packed, scales))
+    want = [OPS.mxfp6_linear(x, p, sc) for x, p, sc in layers]
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for x, p, sc in layers:
+            OPS.mxfp6_linear(x, p, sc)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        ys = [OPS.mxfp6_linear(x, p, sc) for x, p, sc in layers]
+    for y in ys:
+        y.fill_(float("nan"))
+    x, p, sc = layers[1]
+    OPS.mxfp6_linear(x, p, sc)  # eager, the smaller shared memory
+    g.replay()
+    torch.cuda.synchronize()
+    for i, (a, b) in enumerate(zip(ys, want)):
+        assert_bitwise_equal(a, b, f"layer {i} in the graph vs eager, pdl={pdl}")
+
+
+@pytest.mark.parametrize("pdl", ["on", "prefetch_weights"])
 @pytest.mark.parametrize("n,split", [(1024, "0"), (2048, "0"), (2048, "2"), (2048, "4"), (6144, "0"),
                                      (9216, "0")])
 def test_pdl_chain_reads_what_the_previous_kernel_wrote(pdl, n, split, monkeypatch, restore_pdl):
