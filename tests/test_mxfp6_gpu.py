@@ -313,6 +313,47 @@ def test_graph_replays_linears_whose_shared_memory_differs(pdl, restore_pdl):
         assert_bitwise_equal(a, b, f"layer {i} in the graph vs eager, pdl={pdl}")
 
 
+def test_threads_launching_one_kernel_with_different_shared_memory(restore_pdl):
+    # The kernel's shared-memory cap is per kernel, and the launches of the weights above need
+    # different amounts (PDL padding): each launch sets its cap and launches under one lock, so
+    # host threads launching the same kernel on their own streams never have a launch refused or
+    # see each other's results.
+    import threading
+
+    mxfuse.set_pdl("on")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    k = 1024
+    layers = []
+    for i, n in enumerate((64 * sms, 96 * sms)):  # 2 and 3 CTAs per SM
+        packed, scales, _ = packed_on_gpu(n, k, torch.bfloat16, 60 + i, scale=1.0 / 8)
+        layers.append((randn((3, k), torch.bfloat16, 70 + i, 1.0).cuda(), packed, scales))
+    want = [OPS.mxfp6_linear(x, p, sc) for x, p, sc in layers]
+    torch.cuda.synchronize()
+    errors = []
+
+    def worker(t):
+        try:
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                for it in range(150):
+                    x, p, sc = layers[(it + t) % 2]
+                    y = OPS.mxfp6_linear(x, p, sc)
+                    if it % 25 == 24:
+                        s.synchronize()
+                        if not torch.equal(y.view(torch.int16), want[(it + t) % 2].view(torch.int16)):
+                            errors.append(f"thread {t} call {it}: result differs")
+            s.synchronize()
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(f"thread {t}: {e!r}")
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[:3]
+
+
 @pytest.mark.parametrize("pdl", ["on", "prefetch_weights"])
 @pytest.mark.parametrize("n,split", [(1024, "0"), (2048, "0"), (2048, "2"), (2048, "4"), (6144, "0"),
                                      (9216, "0")])

@@ -37,6 +37,9 @@
 
 namespace mxf {
 
+// Devices the per-device memos below keep answers for (others ask every time).
+constexpr int kMemoDevices = 64;
+
 // A lock-free memo of small non-negative ints keyed by (device, key), for host queries whose answer
 // depends on a launch argument as well as the device (the occupancy API at a given dynamic shared
 // memory size). Each entry packs device, key and value into one atomic word, so a reader never
@@ -70,6 +73,15 @@ using error_t = hipError_t;
 using stream_t = hipStream_t;
 constexpr error_t kSuccess = hipSuccess;
 inline error_t last_error() { return hipGetLastError(); }
+// The current device, or -1 when it cannot be read (the error is cleared, not left to the runtime).
+inline int current_device() {
+  int dev = -1;
+  if (hipGetDevice(&dev) != hipSuccess) {
+    (void)hipGetLastError();
+    dev = -1;
+  }
+  return dev;
+}
 template <typename K>
 error_t set_max_dynamic_smem(K kernel, int bytes) {
   return hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
@@ -80,6 +92,15 @@ using error_t = cudaError_t;
 using stream_t = cudaStream_t;
 constexpr error_t kSuccess = cudaSuccess;
 inline error_t last_error() { return cudaGetLastError(); }
+// The current device, or -1 when it cannot be read (the error is cleared, not left to the runtime).
+inline int current_device() {
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    dev = -1;
+  }
+  return dev;
+}
 // Kernels that take more than 48 KB of dynamic shared memory must say so first.
 template <typename K>
 error_t set_max_dynamic_smem(K kernel, int bytes) {
@@ -118,14 +139,9 @@ error_t launch_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
 // A per-device memo for host queries that would cost time on every eager launch (the occupancy
 // API, function attributes): memo[device][slot] keeps compute()'s value once it is positive.
 // Devices past kMemoDevices, or a current device that cannot be read, ask every time.
-constexpr int kMemoDevices = 64;
 template <int kSlots, typename F>
 int per_device_memo(std::atomic<int> (&memo)[kMemoDevices][kSlots], int slot, F&& compute) {
-  int dev = -1;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    dev = -1;  // not left to the runtime
-  }
+  const int dev = current_device();
   const bool cached = dev >= 0 && dev < kMemoDevices;
   int v = cached ? memo[dev][slot].load(std::memory_order_relaxed) : 0;
   if (v <= 0) {
@@ -138,12 +154,7 @@ int per_device_memo(std::atomic<int> (&memo)[kMemoDevices][kSlots], int slot, F&
 // KeyedMemo for the current device.
 template <int kEntries, typename F>
 int device_keyed_memo(KeyedMemo<kEntries>& memo, uint64_t key, F&& compute) {
-  int dev = -1;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    dev = -1;  // not left to the runtime; computed every time
-  }
-  return memo.get(dev, key, std::forward<F>(compute));
+  return memo.get(current_device(), key, std::forward<F>(compute));
 }
 #endif
 

@@ -1,6 +1,9 @@
 // The attention front's unfused GPU steps: NeoX RoPE and the KV-cache write. The fused kernel
 // is the MXFP6 linear with a prologue and an epilogue (mxfp6.cu); both use front_steps.h.
 #include "attention_front.h"
+
+#include <mutex>
+
 #include "front_steps.h"
 #include "vec.h"
 
@@ -38,6 +41,10 @@ __global__ void __launch_bounds__(kThreads) kv_cache_write_kernel(const KvCacheP
 
 error_t launch_rope_neox(const RopeParams& p, stream_t stream) {
   const int smem = static_cast<int>(p.d * sizeof(float));
+  // The cap is per kernel and smem follows the head size: set and launch under one lock, so another
+  // host thread's smaller setting cannot come in between (as in the MXFP6 linear's launch).
+  static std::mutex launch_mu;
+  std::lock_guard<std::mutex> lock(launch_mu);
   if (smem > 48 * 1024) {
     const error_t e = set_max_dynamic_smem(rope_neox_kernel, smem);
     if (e != kSuccess) return e;

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <type_traits>
 
 #include "../core/mxfp6_layout.h"
@@ -974,6 +975,11 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
     q.y_smem_bytes = fits ? static_cast<int>(y_bytes) : 0;
     if (fits) smem = static_cast<int>(with_y);
   }
+  // The shared-memory cap is per kernel and smem differs between its calls (the front's rows, the
+  // PDL padding), so each launch sets the cap it needs and launches under one lock: another host
+  // thread's smaller setting in between would have the launch refused.
+  static std::mutex launch_mu;
+  std::lock_guard<std::mutex> lock(launch_mu);
   error_t e = set_max_dynamic_smem(kernel, smem);
   if (e != kSuccess) return e;
 #if defined(MXF_CUDA)
