@@ -73,6 +73,31 @@ def test_row_tile_items_give_the_bits_of_whole_tiles(pdl, n, k, monkeypatch, res
             assert_bitwise_equal(got["0"], full[:m], f"{name} scales: rows of M={m} vs M=16")
 
 
+@pytest.mark.parametrize("pdl", ["off", "on", "prefetch_weights"])
+@pytest.mark.parametrize("n,k", [(2560, 6144), (12288, 6144), (9216, 2048), (4096, 4096)])
+def test_register_wide_twin_gives_the_same_bits(pdl, n, k, monkeypatch, restore_pdl):
+    # The bf16 M <= 16 kernels of two row tiles per warp run as a register-wide twin (168
+    # registers, the shift decode) where the grid needs at most three CTAs per SM: the same mma
+    # sequence, so the same bits as the 128-register kernel (spread decode) and as the M <= 8
+    # kernel's rows, on foldable scales and on row tiles scaled in fp32.
+    mxfuse.set_pdl(pdl)
+    packed, scales, _ = packed_on_gpu(n, k, torch.bfloat16, 51)
+    x = randn((16, k), torch.bfloat16, 52, 1.0).cuda()
+    odd = (torch.arange(n, device="cuda") // 16 % 2 == 1).unsqueeze(1)
+    mixed = torch.where(odd, torch.full_like(scales, 140), scales)
+    for name, sc in (("foldable", scales), ("mixed", mixed)):
+        rows8 = torch.cat([OPS.mxfp6_linear(x[i:i + 8], packed, sc) for i in (0, 8)])
+        for m in (9, 12, 16):
+            got = {}
+            for wide in ("0", "1", "2"):
+                monkeypatch.setenv("MXFUSE_FP6_WIDE", wide)
+                got[wide] = OPS.mxfp6_linear(x[:m], packed, sc)
+            monkeypatch.delenv("MXFUSE_FP6_WIDE")
+            assert_bitwise_equal(got["2"], got["1"], f"{name} scales, M={m}: wide twin vs 128 registers")
+            assert_bitwise_equal(got["0"], got["1"], f"{name} scales, M={m}: default vs 128 registers")
+            assert_bitwise_equal(got["0"], rows8[:m], f"{name} scales, M={m}: vs the M <= 8 kernel's rows")
+
+
 @pytest.mark.parametrize("m", [1, 8, 16])
 def test_heuristic_cluster_shapes_within_bound(m):
     # Shapes the heuristic runs as clusters on the H200 (132 SMs): 2560 x 6144 (two row tiles per
@@ -142,19 +167,25 @@ def test_heuristic_picks_the_documented_launch_shape(m):
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
     clusters = torch.cuda.get_device_capability() >= (9, 0) and OPS._device_code_arch(0) >= 90
-    pattern = re.compile(r"fp6_linear_kernel<[^,]*, (\d+), (\d+), (\d+), (\d+), (\d+), \d+,")
+    # The last template argument: the register-wide twin of the bf16 two-row-tile, two-n8-block
+    # kernels (four warps), which runs where the grid needs at most three CTAs per SM.
+    pattern = re.compile(
+        r"fp6_linear_kernel<[^,]*, (\d+), (\d+), (\d+), (\d+), (\d+), \d+, [^,]*, (true|false)>")
     for n, k in launch_shape_cases(sms):
         rt, warps, split = (1, 4, 1) if torch.version.hip else expected_launch_shape(n, k, sms, clusters)
         if m > 8 and rt == 2 and warps == 8:
             want = (2, 2, 4, 2, split)
         else:
             want = (1 if m <= 8 else 2, rt, warps, 1, split)
+        wide = m > 8 and rt == 2 and n // 32 * split <= 3 * sms
         packed = torch.zeros(n // 16, k // 128, 1536, dtype=torch.uint8, device="cuda")
         scales = torch.full((n, k // 32), 127, dtype=torch.uint8, device="cuda")
         x = torch.ones(m, k, dtype=torch.bfloat16, device="cuda")
         _, names = launched_kernels(lambda: OPS.mxfp6_linear(x, packed, scales), "fp6_linear_kernel")
-        got = [tuple(int(v) for v in mt.groups()) for mt in map(pattern.search, names) if mt]
-        assert got == [want], f"{n} x {k}, M = {m}, {sms} SMs: launched {names}, want (kNB, rt, W, V, S) {want}"
+        got = [(tuple(int(v) for v in mt.groups()[:5]), mt.group(6) == "true")
+               for mt in map(pattern.search, names) if mt]
+        assert got == [(want, wide)], (
+            f"{n} x {k}, M = {m}, {sms} SMs: launched {names}, want (kNB, rt, W, V, S) {want}, wide {wide}")
 
 
 @pytest.mark.parametrize("n,k", [(3072, 6144), (4096, 2048), (4224, 4096), (7168, 2048)])
@@ -207,19 +238,23 @@ def adversarial_packed(n, k, seed):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("item", ["1", "2"])
+@pytest.mark.parametrize("wide", ["0", "1"])
 @pytest.mark.parametrize(
     "shape",
     [None, ("1", "4", "1"), ("2", "4", "1"), ("2", "8", "1"), ("1", "8", "2"), ("2", "8", "2"), ("2", "8", "4"),
      ("2", "4", "4")],
     ids=lambda s: "heuristic" if s is None else f"rt{s[0]}w{s[1]}s{s[2]}",
 )
-def test_identity_x_gives_every_weight_exactly(dtype, item, shape, monkeypatch):
+def test_identity_x_gives_every_weight_exactly(dtype, item, wide, shape, monkeypatch):
     # x = I: out[m, n] = W6[n, m] is one product by 1 plus exact zeros, so every decoded weight
     # must come out exactly (one rounding of the fp32 value to the output dtype; +0 == -0).
     # This checks the fast path's bit-level decode of every code at every lane position, both
     # scale paths, the M <= 8 kernel (8-row slices) and the M <= 16 kernel (the full batch), with
-    # two-row-tile kernels streaming a row tile (item 1) or a whole tile (item 2) at a time.
+    # two-row-tile kernels streaming a row tile (item 1) or a whole tile (item 2) at a time. The
+    # two-row-tile M <= 16 kernels here run as the register-wide twin by default (shift decode,
+    # bf16) and as the 128-register kernel with wide = 1 (spread decode).
     monkeypatch.setenv("MXFUSE_FP6_ITEM_RT", item)
+    monkeypatch.setenv("MXFUSE_FP6_WIDE", wide)
     if shape is not None:
         for name, v in zip(("RT", "WARPS", "SPLIT"), shape):
             monkeypatch.setenv(f"MXFUSE_FP6_{name}", v)

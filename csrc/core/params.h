@@ -83,6 +83,9 @@ struct Fp6LinearParams {
   // tests/benchmarks: row tiles per ring item of a two-row-tile kernel of one chain per warp (1,
   // 2); 0 = the default: 1, or 2 when pdl == 2
   int item_rt = 0;
+  // tests/benchmarks: the register-wide twin of the bf16 two-row-tile, two-n8-block kernels of four
+  // warps (launch_linear_cfg): 1 never, 2 always (where it exists), 0 = the default
+  int wide_override = 0;
   // Programmatic dependent launch (sm_90+): 0 off; 1 the kernel may start before the previous one
   // in the stream ends and waits for it before touching memory; 2 as 1, but the weight stream
   // starts before the wait (weights must not be written by the kernels just before).

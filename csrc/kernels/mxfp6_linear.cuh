@@ -561,7 +561,8 @@ MXF_DEV uint4 load_x(const uint4* p) { return *p; }
 //   kXNext:  this tile's x permuted on entry, the next tile's on exit (each group refilled once
 //            its mmas are issued).
 enum XMode { kXWhole, kXKeep, kXNext };
-template <bool kBF16, bool kFold, int kNB, int kRT, int kR0 = 0, int kRN = kRT, XMode kX = kXWhole>
+template <bool kBF16, bool kFold, int kNB, int kRT, int kR0 = 0, int kRN = kRT, XMode kX = kXWhole,
+          bool kSpread = kNB == 2>
 MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const (&xnext)[kNB],
                       bool more, uint32_t par, uint32_t (&s_lo)[kRT],
                       uint32_t (&s_hi)[kRT], float (&acc)[kRT][kNB][4]) {
@@ -608,10 +609,9 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
       const uint32_t pow_lo = kFold ? prmt(s_lo[r], 0u, sel) << 7 : kPowUnscaled;
       const uint32_t pow_hi = kFold ? prmt(s_hi[r], 0u, sel) << 7 : kPowUnscaled;
       uint32_t a_lo[4], a_hi[4];
-      constexpr bool kSpreadDecode = kNB == 2;
-      decode8<kBF16, kSpreadDecode>(*reinterpret_cast<const uint32_t*>(lo),
+      decode8<kBF16, kSpread>(*reinterpret_cast<const uint32_t*>(lo),
                                     *reinterpret_cast<const uint32_t*>(lo + 4), par, pow_lo, a_lo);
-      decode8<kBF16, kSpreadDecode>(*reinterpret_cast<const uint32_t*>(hi),
+      decode8<kBF16, kSpread>(*reinterpret_cast<const uint32_t*>(hi),
                                     *reinterpret_cast<const uint32_t*>(hi + 4), par, pow_hi, a_hi);
       const uint32_t a0[4] = {a_lo[0], a_hi[0], a_lo[1], a_hi[1]};
       const uint32_t a1[4] = {a_lo[2], a_hi[2], a_lo[3], a_hi[3]};
@@ -658,7 +658,8 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
 // at a time, for two-row-tile kernels of one chain per warp). One row tile at a time keeps half
 // the bytes in flight per warp and lets the decode of a tile's first row tile start when that
 // lands; the mma sequence of every row tile, and so every bit of the result, is the same.
-template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT = kRT, typename P = Fp6LinearParams>
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT = kRT, typename P = Fp6LinearParams,
+          bool kWide = false>
 MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, int split) {
   const Fp6LinearParams& p = linear_of(pp);
 #if defined(MXF_HAS_CLUSTER)
@@ -669,6 +670,10 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
   if (p.pdl != 2) grid_dep_wait();
 #endif
   constexpr bool kBF16 = kAct == Dtype::kBF16;
+  // The spread decode needs fewer registers and has longer dependency chains: it pays with two n8
+  // blocks at 128 registers (third session), not with the room of the kWide kernels, where the
+  // shift decode was 2-4% faster (twenty-fifth session; the spread one gained nothing there).
+  constexpr bool kSpread = kNB == 2 && !kWide;
   static_assert(kItemRT == kRT || (kItemRT == 1 && kRT == 2 && kV == 1), "whole tiles, or row tiles of one chain");
   constexpr int kSub = kRT / kItemRT;  // ring items per k-tile
   constexpr int kStages = kRingStages<kRT, kW, kV, kS, kItemRT>;
@@ -827,9 +832,9 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
         constexpr XMode kX = decltype(x)::value;
         const uint8_t* const sc = st + lane_codes;
         if (folded) {
-          mma_tile<kBF16, true, kNB, kRT, kR0, kRN, kX>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
+          mma_tile<kBF16, true, kNB, kRT, kR0, kRN, kX, kSpread>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
         } else {
-          mma_tile<kBF16, false, kNB, kRT, kR0, kRN, kX>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
+          mma_tile<kBF16, false, kNB, kRT, kR0, kRN, kX, kSpread>(sc, xq, xptr, more, par, s_lo, s_hi, acc);
         }
       };
       using std::integral_constant;
@@ -907,11 +912,19 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
 // fit), 128 for both.
 template <int kNB, int kRT, int kW>
 constexpr int kMinBlocks = kRT == 2 && kW == 8 ? 3 : (kNB * kRT == 1 ? 32 : kNB * kRT == 2 ? 21 : 16) / kW;
+// kWide: a bf16 linear of two row tiles and two n8 blocks per warp, four warps, held to three CTAs
+// per SM (168 registers instead of 128) for grids that need no more than three per SM; with that
+// room it decodes without the spread form (linear_mma). Same mma sequence, same bits.
+template <int kNB, int kRT, int kW, bool kWide>
+constexpr int kMinBlocksFor = kWide ? 3 : kMinBlocks<kNB, kRT, kW>;
+template <Dtype kAct, int kNB, int kRT, int kW, typename P>
+constexpr bool kHasWide =
+    kAct == Dtype::kBF16 && kNB == 2 && kRT == 2 && kW == 4 && std::is_same_v<P, Fp6LinearParams>;
 
 // Grid: one CTA per (kRT row tiles, block of x rows, K split); the kS CTAs of one split form a
 // cluster (consecutive block indices).
-template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT, typename P>
-__global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
+template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT, typename P, bool kWide = false>
+__global__ void __launch_bounds__(kW * 32, (kMinBlocksFor<kNB, kRT, kW, kWide>))
     fp6_linear_kernel(const P pp) {
   constexpr bool kFront = std::is_same_v<P, FrontParams>;
   const Fp6LinearParams& p = linear_of(pp);
@@ -927,7 +940,7 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocks<kNB, kRT, kW>))
 #if !defined(MXF_HAS_CLUSTER)
     if constexpr (kS > 1) __trap();  // never launched: the host asks for clusters on sm_90+ only
 #endif
-    linear_mma<kAct, kNB, kRT, kW, kV, kS, kItemRT>(pp, smem, row0, m0, split);
+    linear_mma<kAct, kNB, kRT, kW, kV, kS, kItemRT, P, kWide>(pp, smem, row0, m0, split);
     if constexpr (kFront) {
       if (split == 0) {
         front_epilogue<kRowsX>(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), row0, kRT * kFp6TileRows, m0);
@@ -956,7 +969,15 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
   constexpr int kRowsX = 8 * kNB;
   const int64_t ctas = p.n / (kFp6TileRows * kRT) * ((p.m + kRowsX - 1) / kRowsX) * kS;
   int smem = linear_smem_bytes<kNB, kRT, kW, kV, kS>();
-  const auto kernel = fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS, kItemRT, P>;
+  // The register-wide twin (kMinBlocksFor) where the grid needs no more than the three CTAs per SM
+  // it allows: 1.02-1.04x at M = 9 and 16 in `on` (H200, 2560 x 6144, 12288 x 6144, 9216 x 2048,
+  // 8192 x 8192; 1.01x at 4096 x 4096; experiments/h200_s25.md).
+  bool wide = false;
+  if constexpr (kHasWide<kAct, kNB, kRT, kW, P>) {
+    wide = p.wide_override == 2 || (p.wide_override != 1 && ctas <= 3LL * p.num_sms);
+  }
+  const auto kernel = wide ? fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS, kItemRT, P, kHasWide<kAct, kNB, kRT, kW, P>>
+                           : fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS, kItemRT, P>;
   P q = pp;  // the launched parameters (the front's shared-memory decision added)
   if constexpr (std::is_same_v<P, FrontParams>) {
     // The CTA's normed rows in shared memory when they fit next to the linear's and the front's
@@ -996,7 +1017,7 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
     // launch otherwise. (Until the twenty-fourth session one answer per kernel was kept, so a front
     // call could be placed by the answer for another call's shared memory.)
     static KeyedMemo<16> fits;
-    const int fit = device_keyed_memo(fits, static_cast<uint64_t>(smem), [&] {
+    const int fit = device_keyed_memo(fits, static_cast<uint64_t>(smem) * 2 + (wide ? 1 : 0), [&] {
       int f = 0;
       return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f, kernel, kW * 32, smem) == cudaSuccess ? f : -1;
     });

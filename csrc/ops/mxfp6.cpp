@@ -127,6 +127,7 @@ void set_linear_device(Fp6LinearParams& p) {
   p.split_override = env_int("MXFUSE_FP6_SPLIT");
   p.rt_override = env_int("MXFUSE_FP6_RT");
   p.item_rt = env_int("MXFUSE_FP6_ITEM_RT");
+  p.wide_override = env_int("MXFUSE_FP6_WIDE");
   p.pdl = static_cast<int>(pdl_mode());
   p.smem_per_sm = static_cast<int>(prop->sharedMemPerMultiprocessor);
   p.smem_reserved = static_cast<int>(prop->reservedSharedMemPerBlock);
