@@ -609,10 +609,10 @@ MXF_DEV void mma_tile(const uint8_t* st, uint4 (&xq)[kNB][4], const uint4* const
       const uint32_t pow_lo = kFold ? prmt(s_lo[r], 0u, sel) << 7 : kPowUnscaled;
       const uint32_t pow_hi = kFold ? prmt(s_hi[r], 0u, sel) << 7 : kPowUnscaled;
       uint32_t a_lo[4], a_hi[4];
-      decode8<kBF16, kSpread>(*reinterpret_cast<const uint32_t*>(lo),
-                                    *reinterpret_cast<const uint32_t*>(lo + 4), par, pow_lo, a_lo);
-      decode8<kBF16, kSpread>(*reinterpret_cast<const uint32_t*>(hi),
-                                    *reinterpret_cast<const uint32_t*>(hi + 4), par, pow_hi, a_hi);
+      decode8<kBF16, kSpread>(*reinterpret_cast<const uint32_t*>(lo), *reinterpret_cast<const uint32_t*>(lo + 4),
+                              par, pow_lo, a_lo);
+      decode8<kBF16, kSpread>(*reinterpret_cast<const uint32_t*>(hi), *reinterpret_cast<const uint32_t*>(hi + 4),
+                              par, pow_hi, a_hi);
       const uint32_t a0[4] = {a_lo[0], a_hi[0], a_lo[1], a_hi[1]};
       const uint32_t a1[4] = {a_lo[2], a_hi[2], a_lo[3], a_hi[3]};
 #pragma unroll
