@@ -61,13 +61,19 @@ void fill_host(uint8_t* p, int64_t n, uint32_t seed, int kind, int lo = 0, int s
   CK(cudaGetLastError());
 }
 
+// The comma-separated items of s.
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  for (size_t b = 0; b <= s.size();) {
+    const size_t e = std::min(s.find(',', b), s.size());
+    if (e > b) v.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return v;
+}
 std::vector<int> parse_list(const char* s) {
   std::vector<int> v;
-  for (const char* q = s; *q;) {
-    v.push_back(std::atoi(q));
-    while (*q && *q != ',') ++q;
-    if (*q) ++q;
-  }
+  for (const std::string& t : split(s)) v.push_back(std::atoi(t.c_str()));
   return v;
 }
 
@@ -102,12 +108,14 @@ int main(int argc, char** argv) {
     if (k == "--shapes") {
       ns.clear();
       ks.clear();
-      for (const char* q = argv[a + 1]; *q;) {
-        ns.push_back(std::atoi(q));
-        while (*q != 'x') ++q;
-        ks.push_back(std::atoi(++q));
-        while (*q && *q != ',') ++q;
-        if (*q) ++q;
+      for (const std::string& t : split(argv[a + 1])) {
+        int n = 0, k = 0;
+        if (std::sscanf(t.c_str(), "%dx%d", &n, &k) != 2) {
+          std::fprintf(stderr, "--shapes: NxK items, got %s\n", t.c_str());
+          return 2;
+        }
+        ns.push_back(n);
+        ks.push_back(k);
       }
     } else if (k == "--ms") {
       ms = parse_list(argv[a + 1]);
@@ -120,6 +128,10 @@ int main(int argc, char** argv) {
     } else if (k == "--rounds") {
       rounds = std::atoi(argv[a + 1]);
     }
+  }
+  if (values.empty()) {
+    std::fprintf(stderr, "--values: at least one\n");
+    return 2;
   }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -152,10 +164,6 @@ int main(int argc, char** argv) {
   }
   std::printf("device %s, %d SMs, copy %.0f GB/s\n", prop.name, prop.multiProcessorCount, copy_gbs);
 
-  if (values.empty()) {
-    std::fprintf(stderr, "--values: at least one\n");
-    return 2;
-  }
   std::vector<std::string> names;
   for (int v : values) names.push_back(var + "=" + std::to_string(v));
   std::vector<std::string> summary;
@@ -198,7 +206,7 @@ int main(int argc, char** argv) {
       return p;
     };
     for (int64_t m : ms) {
-      // Bits: every variant and launch mode against the rings without PDL, both scale sets.
+      // Bits: every value and launch mode against the first value without PDL, both scale sets.
       int bad = 0;
       std::vector<uint16_t> ref(m * n), got(m * n);
       for (int mixed = 0; mixed < 2; ++mixed) {
@@ -212,7 +220,7 @@ int main(int argc, char** argv) {
               ref = got;
               int unwritten = 0;
               for (uint16_t u : ref) unwritten += u == 0xFFFF;
-              if (unwritten) std::printf("  rings left %d outputs unwritten\n", unwritten), ++bad;
+              if (unwritten) std::printf("  %s left %d outputs unwritten\n", names[0].c_str(), unwritten), ++bad;
             } else if (std::memcmp(ref.data(), got.data(), m * n * 2) != 0) {
               ++bad;
               std::printf("  MISMATCH %s pdl %d mixed %d (%lldx%lld M=%lld)\n", names[vi].c_str(), pdl,
