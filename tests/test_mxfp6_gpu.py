@@ -389,6 +389,23 @@ def test_threads_launching_one_kernel_with_different_shared_memory(restore_pdl):
     assert not errors, errors[:3]
 
 
+def pdl_code_available():
+    return torch.cuda.is_available() and OPS._device_code_arch(0) >= 90
+
+
+def capture(fn):
+    # The graph of fn() after one warm-up run on a side stream (torch.cuda.graph's recipe).
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
 @pytest.mark.parametrize("pdl", ["on", "prefetch_weights"])
 @pytest.mark.parametrize("n,split", [(1024, "0"), (2048, "0"), (2048, "2"), (2048, "4"), (6144, "0"),
                                      (9216, "0")])
@@ -419,14 +436,7 @@ def test_pdl_chain_reads_what_the_previous_kernel_wrote(pdl, n, split, monkeypat
     for i, (a, b) in enumerate(zip(got, want)):
         assert_bitwise_equal(a, b, f"step {i} with pdl={pdl} vs without")
     xg = torch.zeros_like(x0)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        chain(xg)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        ys = chain(xg)
+    g, ys = capture(lambda: chain(xg))
     xg.copy_(x0)
     g.replay()
     torch.cuda.synchronize()
@@ -457,19 +467,92 @@ def test_pdl_on_reads_weights_the_previous_kernel_wrote(n, k, restore_pdl):
 
     for i, y in enumerate(steps()):
         assert_bitwise_equal(y, want[i % 2], f"eager step {i}")
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        steps()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        ys = steps()
+    graph, ys = capture(steps)
     for _ in range(3):
         graph.replay()
         torch.cuda.synchronize()
         for i, y in enumerate(ys):
             assert_bitwise_equal(y, want[i % 2], f"graph step {i}")
+
+
+@pytest.mark.skipif(not pdl_code_available(), reason="needs sm_90 device code (programmatic dependent launch)")
+@pytest.mark.parametrize("n,k", [(2560, 6144), (12288, 6144), (2048, 2048)])
+def test_captured_linear_after_a_linear_streams_its_weights_early(n, k, restore_pdl):
+    # In `on`, a linear captured right after another linear (which writes only its output, and
+    # lets its dependents start only after its own wait) streams its weights before its wait, as
+    # prefetch_weights does: counted by _fp6_captured_prefetches. Not after another kernel, not as
+    # the graph's first node, never eagerly. Bits as in `off`, eager, on every replay.
+    sets = [packed_on_gpu(n, k, torch.bfloat16, 40 + i, scale=1.0 / 16)[:2] for i in range(3)]
+    x = randn((5, k), torch.bfloat16, 44, 1.0).cuda()
+
+    def steps():
+        ys = [OPS.mxfp6_linear(x, *sets[0])]    # first node: mode 1
+        ys.append(OPS.mxfp6_linear(x, *sets[1]))  # after a linear: early weights
+        ys.append(OPS.mxfp6_linear(x, *sets[2]))  # after a linear: early weights
+        t = x * 1.0                                 # another kernel
+        ys.append(OPS.mxfp6_linear(t, *sets[0]))  # after it: mode 1
+        ys.append(OPS.mxfp6_linear(x, *sets[1]))  # after a linear: early weights
+        return ys
+
+    mxfuse.set_pdl("off")
+    want = steps()
+    mxfuse.set_pdl("on")
+    before = OPS._fp6_captured_prefetches()
+    got = steps()
+    torch.cuda.synchronize()
+    assert OPS._fp6_captured_prefetches() == before, "an eager launch streamed its weights early"
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert_bitwise_equal(a, b, f"eager on, step {i}")
+    before = OPS._fp6_captured_prefetches()
+    graph, ys = capture(steps)
+    assert OPS._fp6_captured_prefetches() - before == 3
+    for ys_i in ys:
+        ys_i.fill_(float("nan"))
+    for r in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        for i, (a, b) in enumerate(zip(ys, want)):
+            assert_bitwise_equal(a, b, f"replay {r}, step {i}")
+
+
+@pytest.mark.skipif(not pdl_code_available(), reason="needs sm_90 device code (programmatic dependent launch)")
+@pytest.mark.parametrize("target", ["packed", "scales"])
+def test_captured_linear_whose_weights_the_previous_linear_writes_waits(target, restore_pdl):
+    # The previous linear's output is this linear's packed codes (or its scale bytes), viewed as
+    # bytes: the weights are written by the kernel right before, so the capture check must keep
+    # mode 1 (reads after the wait), and the result must use the new bytes.
+    n, k = 16, 128
+    base_packed, base_scales, _ = packed_on_gpu(n, k, torch.bfloat16, 46)
+    nbytes = base_packed.numel() if target == "packed" else base_scales.numel()
+    kw = 256
+    wp, ws, _ = packed_on_gpu(nbytes // 2, kw, torch.bfloat16, 47, scale=1.0 / 64)
+    xw = randn((1, kw), torch.bfloat16, 48, 1.0).cuda()
+    x = randn((3, k), torch.bfloat16, 49, 1.0).cuda()
+
+    def steps():
+        y = OPS.mxfp6_linear(xw, wp, ws)  # [1, nbytes / 2] bf16: nbytes bytes
+        b = y.view(torch.uint8)
+        if target == "packed":
+            packed, scales = b.view(base_packed.shape), base_scales
+        else:
+            # Raw output bytes as E8M0 scales (NaN and huge ones included): the check is bitwise
+            # equality with the eager run, which reads them after they were written.
+            packed, scales = base_packed, b.view(base_scales.shape)
+        return [y, OPS.mxfp6_linear(x, packed, scales)]
+
+    mxfuse.set_pdl("off")
+    want = steps()
+    mxfuse.set_pdl("on")
+    before = OPS._fp6_captured_prefetches()
+    graph, ys = capture(steps)
+    assert OPS._fp6_captured_prefetches() == before, "weights written by the previous linear were streamed early"
+    for r in range(3):
+        for t in ys:
+            t.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_bitwise_equal(ys[0], want[0], f"replay {r}: the writing linear")
+        assert_bitwise_equal(ys[1], want[1], f"replay {r}: the linear reading its output as weights")
 
 
 def test_pack_large_weight_matches_cpu():

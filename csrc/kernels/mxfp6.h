@@ -10,4 +10,12 @@ error_t launch_mxfp6_pack(const Fp6PackParams& p, stream_t stream);
 error_t launch_mxfp6_unpack(const Fp6UnpackParams& p, stream_t stream);
 error_t launch_mxfp6_linear(const Fp6LinearParams& p, stream_t stream);
 
+// The capture check of launch_mxfp6_linear (mxfp6.cu): the linear's kernels note their host stubs
+// at their first launch, so that a captured graph node can be recognised as one of them.
+void note_fp6_linear_kernel(const void* kernel);
+// Launches of mxfp6_linear in mode 1 (`on`) whose weight stream started before the dependency
+// wait because the captured kernel right before them was a linear that does not write their
+// weights (tests).
+int64_t fp6_captured_prefetches();
+
 }  // namespace mxf::kernels

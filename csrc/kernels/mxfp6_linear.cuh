@@ -37,6 +37,7 @@
 #include "arch.h"
 #include "attention_front.h"
 #include "front_steps.h"
+#include "mxfp6.h"
 #include "mxfp6_entries.h"
 #include "vec.h"
 
@@ -665,9 +666,15 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
 #if defined(MXF_HAS_CLUSTER)
   if constexpr (kS > 1) cluster_arrive_relaxed();  // "started", waited for before the partials are pushed
   // The previous kernel in the stream may still run (programmatic dependent launch): nothing in
-  // global memory is touched before grid_dep_wait(), except the weights with pdl == 2.
-  grid_dep_launch();
-  if (p.pdl != 2) grid_dep_wait();
+  // global memory is touched before grid_dep_wait(), except the weights with pdl == 2. The next
+  // kernel may start once every CTA has passed its wait (grid_dep_launch() right after it), not
+  // earlier: then every kernel before this one has finished when the next one starts, which the
+  // host's capture check relies on (a linear after a linear streams its weights before its wait:
+  // launch_mxfp6_linear).
+  if (p.pdl != 2) {
+    grid_dep_wait();
+    grid_dep_launch();
+  }
 #endif
   constexpr bool kBF16 = kAct == Dtype::kBF16;
   // The spread decode needs fewer registers and has longer dependency chains: it pays with two n8
@@ -787,7 +794,10 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
     cp_async_commit();
   }
 #if defined(MXF_HAS_CLUSTER)
-  if (p.pdl == 2) grid_dep_wait();  // x and out only after the previous kernel has finished
+  if (p.pdl == 2) {  // x and out only after the previous kernel has finished
+    grid_dep_wait();
+    grid_dep_launch();
+  }
 #endif
   if constexpr (std::is_same_v<P, FrontParams>) front_prologue<8 * kNB, kRT == 2 ? 2 : 1>(pp, m0, x_rows);
   uint4 xq[kNB][4];
@@ -978,6 +988,18 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
   }
   const auto kernel = wide ? fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS, kItemRT, P, kHasWide<kAct, kNB, kRT, kW, P>>
                            : fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS, kItemRT, P>;
+#if defined(MXF_CUDA)
+  if constexpr (std::is_same_v<P, Fp6LinearParams>) {  // for launch_mxfp6_linear's capture check
+    static const bool noted = [] {
+      note_fp6_linear_kernel(reinterpret_cast<const void*>(fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS, kItemRT, P>));
+      if constexpr (kHasWide<kAct, kNB, kRT, kW, P>) {
+        note_fp6_linear_kernel(reinterpret_cast<const void*>(fp6_linear_kernel<kAct, kNB, kRT, kW, kV, kS, kItemRT, P, true>));
+      }
+      return true;
+    }();
+    (void)noted;
+  }
+#endif
   P q = pp;  // the launched parameters (the front's shared-memory decision added)
   if constexpr (std::is_same_v<P, FrontParams>) {
     // The CTA's normed rows in shared memory when they fit next to the linear's and the front's

@@ -257,9 +257,20 @@ int64_t device_code_arch_of(int64_t device) {
 #endif
 }
 
+// Test support: launches of mxfp6_linear in mode 1 that streamed their weights before the
+// dependency wait because they were captured right after a linear (kernels::launch_mxfp6_linear).
+int64_t captured_prefetches() {
+#if defined(MXF_WITH_GPU)
+  return kernels::fp6_captured_prefetches();
+#else
+  return 0;
+#endif
+}
+
 TORCH_LIBRARY_FRAGMENT(mxfuse, m) {
   // Launch setting of mxfp6_linear on sm_90+ (programmatic dependent launch): 0, 1 or 2.
   m.def("_set_pdl(int mode) -> ()", &set_pdl);
+  m.def("_fp6_captured_prefetches() -> int", &captured_prefetches);
   m.def("_get_pdl() -> int", &pdl_mode);
   m.def("_device_code_arch(int device) -> int", &device_code_arch_of);
 }
