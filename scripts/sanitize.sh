@@ -40,6 +40,17 @@ for tool in $TOOLS; do
   summary+=("$(printf '%-10s rc=%-3s %4ss  %s' "$tool" "$rc" "$((SECONDS - t0))" "$line")")
   tail -n 5 "$OUT/sanitize_$tool.log"
 done
+# The captured chain (tests/sanitize/cases.py fp6_graph): capture cannot allocate without the caching
+# allocator, so memcheck checks it with the allocator on (accesses against its blocks).
+if [[ " $TOOLS " == *" memcheck "* ]]; then
+  t0=$SECONDS
+  env -u PYTORCH_NO_CUDA_MEMORY_CACHING timeout "${SANITIZE_TIMEOUT:-900}" "$CS" --tool memcheck --error-exitcode 9 \
+    --print-limit 20 "$PY" tests/sanitize/cases.py --only fp6_graph > "$OUT/sanitize_memcheck_graph.log" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && rc_all=1
+  line=$(grep -E "ERROR SUMMARY|sanitize cases:|FAILED" "$OUT/sanitize_memcheck_graph.log" | tr '\n' ' ')
+  summary+=("$(printf '%-10s rc=%-3s %4ss  %s' "memcheck (graph)" "$rc" "$((SECONDS - t0))" "$line")")
+fi
 echo "==== compute-sanitizer summary ===="
 printf '%s\n' "${summary[@]}"
 exit $rc_all

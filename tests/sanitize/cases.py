@@ -142,6 +142,45 @@ def fp6(dtypes, ms) -> None:
                     check(err < 1e-2, f"mxfp6_linear pinned {env} {dt} {n}x{k} m={m}: rel err {err}")
 
 
+def fp6_graph(ms) -> None:
+    """A captured chain of linears in `on`: each linear after a linear streams its weights before
+    its wait (launch_mxfp6_linear's capture check); the graph is replayed twice, every output
+    poisoned first, bits as eager `off`. Capture cannot allocate without the caching allocator,
+    so this section runs with it (scripts/sanitize.sh): accesses are then checked against the
+    allocator's blocks, not each tensor's bytes."""
+    if os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1":
+        raise SystemExit("fp6_graph: needs the caching allocator (unset PYTORCH_NO_CUDA_MEMORY_CACHING)")
+    for n, k in [(2560, 6144), (9216, 2048)]:
+        sets = [mxfuse.mxfp6_pack(fp6_weights(n, k, torch.bfloat16, 20 + i).cuda()) for i in range(3)]
+        for m in ms:
+            x = randn((m, k), torch.bfloat16, 23).cuda()
+
+            def chain():
+                return [mxfuse.mxfp6_linear(x, *s) for s in sets]
+
+            mxfuse.set_pdl("off")
+            want = chain()
+            mxfuse.set_pdl("on")
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                chain()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            before = torch.ops.mxfuse._fp6_captured_prefetches()
+            with torch.cuda.graph(graph):
+                ys = chain()
+            check(torch.ops.mxfuse._fp6_captured_prefetches() - before == len(sets) - 1,
+                  f"captured chain {n}x{k} m={m}: linears after a linear stream their weights early")
+            for _ in range(2):
+                for y in ys:
+                    y.fill_(float("nan"))
+                graph.replay()
+                for i, (y, w) in enumerate(zip(ys, want)):
+                    equal(y, w, f"mxfp6_linear captured chain {n}x{k} m={m} step {i}")
+            del graph
+
+
 def front(dtypes, ms) -> None:
     for dt in dtypes:
         for cfg in SMALL + [QWEN3_NEXT]:
@@ -192,7 +231,8 @@ def fp8_mm(ms, quick) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", nargs="*", default=["norms", "fp6", "front", "fp8_mm"])
+    ap.add_argument("--only", nargs="*", default=["norms", "fp6", "front", "fp8_mm"],
+                    help="sections; fp6_graph (a captured chain) is run on its own, with the caching allocator")
     args = ap.parse_args()
     dtypes = [torch.bfloat16] if args.quick else [torch.bfloat16, torch.float16]
     t0 = time.time()
@@ -200,6 +240,8 @@ def main() -> None:
         norms(dtypes, [1, 37] if args.quick else [1, 5, 37])
     if "fp6" in args.only:
         fp6(dtypes, [1, 16, 37] if args.quick else [1, 3, 8, 16, 37])
+    if "fp6_graph" in args.only:
+        fp6_graph([1, 16] if args.quick else [1, 8, 16])
     if "front" in args.only:
         front(dtypes, [1, 8, 9] if args.quick else [1, 2, 4, 8, 9])
     if "fp8_mm" in args.only:
