@@ -222,9 +222,10 @@ def set_pdl(mode: str) -> None:
     early if it was launched with PDL. Under CUDA-graph capture, a linear captured right after
     another ``mxfp6_linear`` whose output is not its weights streams its weights before the wait
     (that linear writes nothing else, and every kernel before it has finished by then), so
-    chains of linears in a graph get the prefetch without its caveat. ``"prefetch_weights"``: as "on", but the linear starts
-    streaming ``packed`` and ``scales`` before that wait, so the kernel that runs right before it
-    in the stream must not write them (weights written by an earlier kernel are fine).
+    chains of linears in a graph get the prefetch without its caveat.
+    ``"prefetch_weights"``: as "on", but the linear starts streaming ``packed`` and ``scales``
+    before that wait at every launch, so the kernel that runs right before it in the stream must
+    not write them (weights written by an earlier kernel are fine).
     ``"off"``: plain launches. Results are bitwise the same in every mode; the setting is read
     when a launch is issued (graph capture records it) and is process-wide. The environment
     variable ``MXFUSE_PDL=0|1|2`` sets the initial mode.
