@@ -90,6 +90,20 @@ def run_poisoned(fn):
     return results[-1]
 
 
+def capture_graph(fn):
+    """(graph, outputs) of ``fn()`` captured into a CUDA graph after one warm-up run on a side
+    stream (torch.cuda.graph's recipe: the warm-up keeps lazy initialisation out of the capture)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
 # --- comparisons ---------------------------------------------------------------------------------
 
 _INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

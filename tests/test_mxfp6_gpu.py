@@ -9,7 +9,7 @@ import pytest
 import torch
 import re
 
-from conftest import OPS, assert_bitwise_equal, launched_kernels, randn, requires_mxfp6
+from conftest import OPS, assert_bitwise_equal, capture_graph, launched_kernels, randn, requires_mxfp6
 from mxfuse import reference as ref
 from test_mxfp6 import linear_bound, weight
 
@@ -393,19 +393,6 @@ def pdl_code_available():
     return torch.cuda.is_available() and OPS._device_code_arch(0) >= 90
 
 
-def capture(fn):
-    # The graph of fn() after one warm-up run on a side stream (torch.cuda.graph's recipe).
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    return graph, out
-
-
 @pytest.mark.parametrize("pdl", ["on", "prefetch_weights"])
 @pytest.mark.parametrize("n,split", [(1024, "0"), (2048, "0"), (2048, "2"), (2048, "4"), (6144, "0"),
                                      (9216, "0")])
@@ -436,7 +423,7 @@ def test_pdl_chain_reads_what_the_previous_kernel_wrote(pdl, n, split, monkeypat
     for i, (a, b) in enumerate(zip(got, want)):
         assert_bitwise_equal(a, b, f"step {i} with pdl={pdl} vs without")
     xg = torch.zeros_like(x0)
-    g, ys = capture(lambda: chain(xg))
+    g, ys = capture_graph(lambda: chain(xg))
     xg.copy_(x0)
     g.replay()
     torch.cuda.synchronize()
@@ -467,7 +454,7 @@ def test_pdl_on_reads_weights_the_previous_kernel_wrote(n, k, restore_pdl):
 
     for i, y in enumerate(steps()):
         assert_bitwise_equal(y, want[i % 2], f"eager step {i}")
-    graph, ys = capture(steps)
+    graph, ys = capture_graph(steps)
     for _ in range(3):
         graph.replay()
         torch.cuda.synchronize()
@@ -504,7 +491,7 @@ def test_captured_linear_after_a_linear_streams_its_weights_early(n, k, restore_
     for i, (a, b) in enumerate(zip(got, want)):
         assert_bitwise_equal(a, b, f"eager on, step {i}")
     before = OPS._fp6_captured_prefetches()
-    graph, ys = capture(steps)
+    graph, ys = capture_graph(steps)
     assert OPS._fp6_captured_prefetches() - before == 3
     for ys_i in ys:
         ys_i.fill_(float("nan"))
@@ -544,7 +531,7 @@ def test_captured_linear_whose_weights_the_previous_linear_writes_waits(target, 
     want = steps()
     mxfuse.set_pdl("on")
     before = OPS._fp6_captured_prefetches()
-    graph, ys = capture(steps)
+    graph, ys = capture_graph(steps)
     assert OPS._fp6_captured_prefetches() == before, "weights written by the previous linear were streamed early"
     for r in range(3):
         for t in ys:

@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import mxfuse  # noqa: E402
-from conftest import assert_bitwise_equal, randn  # noqa: E402
+from conftest import assert_bitwise_equal, capture_graph, randn  # noqa: E402
 from test_attention_front import QWEN3_NEXT, SMALL, Front  # noqa: E402
 
 CASES = 0
@@ -161,15 +161,8 @@ def fp6_graph(ms) -> None:
             mxfuse.set_pdl("off")
             want = chain()
             mxfuse.set_pdl("on")
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                chain()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
             before = torch.ops.mxfuse._fp6_captured_prefetches()
-            with torch.cuda.graph(graph):
-                ys = chain()
+            graph, ys = capture_graph(chain)  # its eager warm-up launches count nothing
             check(torch.ops.mxfuse._fp6_captured_prefetches() - before == len(sets) - 1,
                   f"captured chain {n}x{k} m={m}: linears after a linear stream their weights early")
             for _ in range(2):
