@@ -462,40 +462,47 @@ def test_pdl_on_reads_weights_the_previous_kernel_wrote(n, k, restore_pdl):
             assert_bitwise_equal(y, want[i % 2], f"graph step {i}")
 
 
-@pytest.mark.skipif(not pdl_code_available(), reason="needs sm_90 device code (programmatic dependent launch)")
-@pytest.mark.parametrize("n,k", [(2560, 6144), (12288, 6144), (2048, 2048)])
-def test_captured_linear_after_a_linear_streams_its_weights_early(n, k, restore_pdl):
-    # In `on`, a linear captured right after another linear (which writes only its output, and
-    # lets its dependents start only after its own wait) streams its weights before its wait, as
-    # prefetch_weights does: counted by _fp6_captured_prefetches. Not after another kernel, not as
-    # the graph's first node, never eagerly. Bits as in `off`, eager, on every replay.
-    sets = [packed_on_gpu(n, k, torch.bfloat16, 40 + i, scale=1.0 / 16)[:2] for i in range(3)]
-    x = randn((5, k), torch.bfloat16, 44, 1.0).cuda()
+def captured_modes():
+    """(launches switched to mode 2 or 3, of them to mode 3) so far (launch_mxfp6_linear)."""
+    return OPS._fp6_captured_prefetches(), OPS._fp6_captured_independent()
+
+
+def mode_steps(fns):
+    """Runs fns in order and records the mode each linear launch got from the capture check:
+    1 (none), 2 (weights before the wait) or 3 (everything but the stores before it). Returns
+    (outputs, modes)."""
+    ys, modes = [], []
+    for fn in fns:
+        p0, i0 = captured_modes()
+        ys.append(fn())
+        p1, i1 = captured_modes()
+        modes.append(1 + (p1 - p0) + (i1 - i0))
+    return ys, modes
+
+
+def check_captured_chain(fns, modes):
+    """fns run eagerly in `off` give the expected outputs. Eagerly in `on` every launch keeps mode
+    1 with the same bits; captured in `on`, the linear launches get `modes` (mode_steps), and
+    three replays, every output poisoned with NaN first, give the same bits."""
+    recorded = {}
 
     def steps():
-        ys = [OPS.mxfp6_linear(x, *sets[0])]    # first node: mode 1
-        ys.append(OPS.mxfp6_linear(x, *sets[1]))  # after a linear: early weights
-        ys.append(OPS.mxfp6_linear(x, *sets[2]))  # after a linear: early weights
-        t = x * 1.0                                 # another kernel
-        ys.append(OPS.mxfp6_linear(t, *sets[0]))  # after it: mode 1
-        ys.append(OPS.mxfp6_linear(x, *sets[1]))  # after a linear: early weights
+        ys, recorded["modes"] = mode_steps(fns)
         return ys
 
     mxfuse.set_pdl("off")
     want = steps()
     mxfuse.set_pdl("on")
-    before = OPS._fp6_captured_prefetches()
     got = steps()
     torch.cuda.synchronize()
-    assert OPS._fp6_captured_prefetches() == before, "an eager launch streamed its weights early"
+    assert recorded["modes"] == [1] * len(fns), "an eager launch read early"
     for i, (a, b) in enumerate(zip(got, want)):
         assert_bitwise_equal(a, b, f"eager on, step {i}")
-    before = OPS._fp6_captured_prefetches()
     graph, ys = capture_graph(steps)
-    assert OPS._fp6_captured_prefetches() - before == 3
-    for ys_i in ys:
-        ys_i.fill_(float("nan"))
+    assert recorded["modes"] == modes
     for r in range(3):
+        for t in ys:
+            t.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
         for i, (a, b) in enumerate(zip(ys, want)):
@@ -503,43 +510,119 @@ def test_captured_linear_after_a_linear_streams_its_weights_early(n, k, restore_
 
 
 @pytest.mark.skipif(not pdl_code_available(), reason="needs sm_90 device code (programmatic dependent launch)")
-@pytest.mark.parametrize("target", ["packed", "scales"])
-def test_captured_linear_whose_weights_the_previous_linear_writes_waits(target, restore_pdl):
-    # The previous linear's output is this linear's packed codes (or its scale bytes), viewed as
-    # bytes: the weights are written by the kernel right before, so the capture check must keep
-    # mode 1 (reads after the wait), and the result must use the new bytes.
+@pytest.mark.parametrize("n,k", [(2560, 6144), (12288, 6144), (2048, 2048)])
+def test_captured_linear_after_a_linear_streams_its_weights_early(n, k, restore_pdl):
+    # In `on`, a linear captured right after another linear (which writes only its output, and
+    # lets its dependents start only after its own wait, or at once where it ran in mode 3)
+    # streams its weights before its wait; here x is written by no linear either, so each such
+    # linear runs whole before its wait (mode 3). Not after another kernel, not as the graph's
+    # first node, never eagerly. Bits as in `off`, eager, on every replay.
+    sets = [packed_on_gpu(n, k, torch.bfloat16, 40 + i, scale=1.0 / 16)[:2] for i in range(3)]
+    x = randn((5, k), torch.bfloat16, 44, 1.0).cuda()
+    t = {}
+
+    def other():
+        t["t"] = x * 1.0  # another kernel
+        return t["t"]
+
+    fns = [lambda: OPS.mxfp6_linear(x, *sets[0]),       # first node: mode 1
+           lambda: OPS.mxfp6_linear(x, *sets[1]),       # after a linear: mode 3
+           lambda: OPS.mxfp6_linear(x, *sets[2]),       # after a linear in mode 3: mode 3
+           other,
+           lambda: OPS.mxfp6_linear(t["t"], *sets[0]),  # after another kernel: mode 1
+           lambda: OPS.mxfp6_linear(x, *sets[1])]       # after a linear: mode 3
+    check_captured_chain(fns, [1, 3, 3, 1, 1, 3])
+
+
+@pytest.mark.skipif(not pdl_code_available(), reason="needs sm_90 device code (programmatic dependent launch)")
+@pytest.mark.parametrize("n", [2048, 4096])
+def test_captured_chain_reads_early_only_what_no_running_linear_writes(n, restore_pdl):
+    # A linear in mode 3 lets the next kernel start at its own start, so the linear before it may
+    # still run then: the capture check walks back through such linears. Outputs are poisoned with
+    # NaN before every replay, and the first linear is the largest, so reading its output early
+    # would show. Modes from the counters, bits as eager `off`.
+    big = packed_on_gpu(n, n, torch.bfloat16, 60, scale=1.0 / 32)[:2]
+    small = [packed_on_gpu(n, n, torch.bfloat16, 61 + i, scale=1.0 / 32)[:2] for i in range(2)]
+    x0 = randn((4, n), torch.bfloat16, 63, 1.0).cuda()
+    y = {}
+
+    def lin(name, x, w):
+        def f():
+            y[name] = OPS.mxfp6_linear(x() if callable(x) else x, *w)
+            return y[name]
+        return f
+
+    fns = [lin(1, x0, big),                 # first node: mode 1
+           lin(2, x0, small[0]),            # x, weights written by no linear: mode 3
+           lin(3, lambda: y[1], small[1]),  # x written by linear 1, which may still run: mode 2
+           lin(4, x0, small[0]),            # linear 3 (mode 2) writes neither: mode 3
+           lin(5, lambda: y[3], small[1]),  # linear 3 behind linear 4 (mode 3) writes x: mode 2
+           lin(6, lambda: y[5], big)]       # linear 5 (mode 2) writes x: mode 2
+    check_captured_chain(fns, [1, 3, 2, 3, 2, 2])
+
+
+@pytest.mark.skipif(not pdl_code_available(), reason="needs sm_90 device code (programmatic dependent launch)")
+def test_prefetch_weights_behind_a_mode_3_linear_waits_for_the_writer(restore_pdl):
+    # prefetch_weights trusts that the kernel right before does not write the weights. When that
+    # kernel is a linear in mode 3, the one before it may still run: if that one writes the
+    # weights, the capture check falls back to mode 1 (reads after the wait).
+    n, k = 16, 128
+    base_packed, base_scales, _ = packed_on_gpu(n, k, torch.bfloat16, 64)
+    kw = 4096
+    wp, ws, _ = packed_on_gpu(base_packed.numel() // 2, kw, torch.bfloat16, 65, scale=1.0 / 64)
+    other = packed_on_gpu(1024, kw, torch.bfloat16, 66)[:2]
+    xw = randn((1, kw), torch.bfloat16, 67, 1.0).cuda()
+    x = randn((3, k), torch.bfloat16, 68, 1.0).cuda()
+    y = {}
+
+    def writer():
+        y["w"] = OPS.mxfp6_linear(xw, wp, ws)  # [1, bytes / 2]: the next-but-one linear's codes
+        return y["w"]
+
+    def reader():
+        mode = mxfuse.pdl_mode()
+        mxfuse.set_pdl("prefetch_weights")
+        out = OPS.mxfp6_linear(x, y["w"].view(torch.uint8).view(base_packed.shape), base_scales)
+        mxfuse.set_pdl(mode)
+        return out
+
+    check_captured_chain([writer, lambda: OPS.mxfp6_linear(xw, *other), reader], [1, 3, 1])
+
+
+@pytest.mark.skipif(not pdl_code_available(), reason="needs sm_90 device code (programmatic dependent launch)")
+@pytest.mark.parametrize("target,mode", [("packed", 1), ("scales", 1), ("x", 2), ("bias", 3)])
+def test_captured_linear_reading_what_the_previous_linear_writes(target, mode, restore_pdl):
+    # The previous linear's output, viewed as bytes, is this linear's packed codes, its scale
+    # bytes, its x or its bias. Weights written by the kernel right before: mode 1 (read after the
+    # wait); x: mode 2 (weights before the wait, x after); the bias is read after the wait in
+    # every mode: mode 3. The result must use the new bytes.
     n, k = 16, 128
     base_packed, base_scales, _ = packed_on_gpu(n, k, torch.bfloat16, 46)
-    nbytes = base_packed.numel() if target == "packed" else base_scales.numel()
+    x = randn((3, k), torch.bfloat16, 49, 1.0).cuda()
+    bias = randn((n,), torch.bfloat16, 50, 1.0).cuda()
+    nbytes = {"packed": base_packed.numel(), "scales": base_scales.numel(), "x": x.numel() * 2,
+              "bias": bias.numel() * 2}[target]
     kw = 256
     wp, ws, _ = packed_on_gpu(nbytes // 2, kw, torch.bfloat16, 47, scale=1.0 / 64)
     xw = randn((1, kw), torch.bfloat16, 48, 1.0).cuda()
-    x = randn((3, k), torch.bfloat16, 49, 1.0).cuda()
+    y = {}
 
-    def steps():
-        y = OPS.mxfp6_linear(xw, wp, ws)  # [1, nbytes / 2] bf16: nbytes bytes
-        b = y.view(torch.uint8)
-        if target == "packed":
-            packed, scales = b.view(base_packed.shape), base_scales
+    def writer():
+        y["w"] = OPS.mxfp6_linear(xw, wp, ws)  # [1, nbytes / 2] bf16: nbytes bytes
+        return y["w"]
+
+    def reader():
+        b = y["w"].view(torch.uint8)
+        args = {"packed": base_packed, "scales": base_scales, "x": x, "bias": bias}
+        if target in ("packed", "scales"):
+            # Raw output bytes as codes or E8M0 scales (NaN and huge ones included): the check is
+            # bitwise equality with the eager run, which reads them after they were written.
+            args[target] = b.view(args[target].shape)
         else:
-            # Raw output bytes as E8M0 scales (NaN and huge ones included): the check is bitwise
-            # equality with the eager run, which reads them after they were written.
-            packed, scales = base_packed, b.view(base_scales.shape)
-        return [y, OPS.mxfp6_linear(x, packed, scales)]
+            args[target] = y["w"].view(args[target].shape)
+        return OPS.mxfp6_linear(args["x"], args["packed"], args["scales"], args["bias"])
 
-    mxfuse.set_pdl("off")
-    want = steps()
-    mxfuse.set_pdl("on")
-    before = OPS._fp6_captured_prefetches()
-    graph, ys = capture_graph(steps)
-    assert OPS._fp6_captured_prefetches() == before, "weights written by the previous linear were streamed early"
-    for r in range(3):
-        for t in ys:
-            t.zero_()
-        graph.replay()
-        torch.cuda.synchronize()
-        assert_bitwise_equal(ys[0], want[0], f"replay {r}: the writing linear")
-        assert_bitwise_equal(ys[1], want[1], f"replay {r}: the linear reading its output as weights")
+    check_captured_chain([writer, reader], [1, mode])
 
 
 def test_pack_large_weight_matches_cpu():

@@ -86,9 +86,15 @@ struct Fp6LinearParams {
   // tests/benchmarks: the register-wide twin of the bf16 two-row-tile, two-n8-block kernels of four
   // warps (launch_linear_cfg): 1 never, 2 always (where it exists), 0 = the default
   int wide_override = 0;
+  // tests/benchmarks: 1 = launch_mxfp6_linear keeps the set mode under graph capture (no capture
+  // check: every linear waits as it would after any other kernel)
+  int capture_check_off = 0;
   // Programmatic dependent launch (sm_90+): 0 off; 1 the kernel may start before the previous one
   // in the stream ends and waits for it before touching memory; 2 as 1, but the weight stream
-  // starts before the wait (weights must not be written by the kernels just before).
+  // starts before the wait (weights must not be written by the kernels just before); 3 (set only
+  // by the host's capture check, never by a user) everything but the bias and the stores before
+  // the wait, and the next kernel may start at once (x and weights written by no kernel that may
+  // still run).
   int pdl = 0;
   int smem_per_sm = 0, smem_reserved = 0, smem_optin = 0;  // bytes of shared memory, of the device
 };

@@ -97,7 +97,7 @@ error_t launch_linear_kernels(const Fp6LinearParams& p, stream_t stream) {
   return small ? fp6::linear_fp16_m8(p, stream) : fp6::linear_fp16_m16(p, stream);
 }
 
-std::atomic<int64_t> g_captured_prefetches{0};
+std::atomic<int64_t> g_captured_prefetches{0}, g_captured_independent{0};
 
 #if defined(MXF_CUDA)
 std::mutex g_linear_kernels_mu;
@@ -116,23 +116,34 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   return a_bytes > 0 && b_bytes > 0 && a0 < b0 + b_bytes && b0 < a0 + a_bytes;
 }
 
-// True when `stream` is being captured into a graph and the launch would depend on exactly one
-// node: a kernel of the MXFP6 linear whose output overlaps neither `packed` nor `scales` of `p`.
-// Such a kernel writes nothing else, and it lets its dependents start only after its own
-// dependency wait (linear_mma), so every kernel before it has finished and flushed by then: this
-// launch may read its weights before its own wait (pdl == 2) without a race. Anything else (not
-// capturing, a join of several nodes, another kernel or a memory node, a query that fails) keeps
-// mode 1. Eager launches cannot see what ran before them on the stream, so they keep mode 1 too.
-bool follows_captured_linear(const Fp6LinearParams& p, stream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+// The single node a node (or, for node == nullptr, the launch being captured on `stream`) depends
+// on, if that is a kernel node of the MXFP6 linear: its parameters into `prev`. False for anything
+// else (not capturing, a join of several nodes, another kernel or a memory node, a failed query).
+bool linear_dependency(stream_t stream, cudaGraphNode_t node, cudaGraphNode_t* dep,
+                       Fp6LinearParams* prev) {
   const cudaGraphNode_t* deps = nullptr;
-  const cudaGraphEdgeData* edges = nullptr;
   size_t n = 0;
-  if (cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, &edges, &n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
+  cudaGraphNode_t two[2] = {};
+  if (node == nullptr) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaGraphEdgeData* edges = nullptr;
+    if (cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, &edges, &n) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    if (status != cudaStreamCaptureStatusActive) return false;
+  } else {
+    // Room for two, so that more than one shows as n == 2; the edges carry data (programmatic
+    // ones), which a query without room for it refuses as lossy.
+    cudaGraphEdgeData edges[2] = {};
+    n = 2;
+    if (cudaGraphNodeGetDependencies(node, two, edges, &n) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    deps = two;
   }
-  if (status != cudaStreamCaptureStatusActive || n != 1 || deps == nullptr) return false;
+  if (n != 1 || deps == nullptr) return false;
   cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
   cudaKernelNodeParams kp = {};
   if (cudaGraphNodeGetType(deps[0], &type) != cudaSuccess || type != cudaGraphNodeTypeKernel ||
@@ -143,13 +154,67 @@ bool follows_captured_linear(const Fp6LinearParams& p, stream_t stream) {
   if (kp.func == nullptr || !is_linear_kernel(kp.func) || kp.kernelParams == nullptr || kp.kernelParams[0] == nullptr) {
     return false;
   }
-  Fp6LinearParams prev;
-  std::memcpy(&prev, kp.kernelParams[0], sizeof prev);
-  const size_t out_bytes = static_cast<size_t>(prev.m) * static_cast<size_t>(prev.n) * 2;
+  std::memcpy(prev, kp.kernelParams[0], sizeof *prev);
+  *dep = deps[0];
+  return true;
+}
+
+// Linear nodes looked at behind a launch before the check gives up.
+constexpr int kMaxChainWalk = 64;
+
+// What the kernels that may still run when a captured launch starts write, as far as the graph
+// being captured shows. A linear writes only its output. In modes 1 and 2 it lets its dependents
+// start only after its own dependency wait (linear_mma), so every kernel before it has finished and
+// flushed by then; in mode 3 it lets them start at its own start. So the kernels that may still run
+// are the node the launch depends on and, while the node looked at is a linear in mode 3, the one
+// that node depends on.
+enum class Early {
+  kUnknown,   // not capturing, or the launch does not depend on exactly one linear (a join, another
+              // kernel, a memory node, a failed query)
+  kWeights,   // one of them writes packed or scales, or beyond a linear in mode 3 the walk
+              // could not follow the chain (not one linear, or longer than kMaxChainWalk)
+  kX,         // all of them are linears, none writes the weights, one writes x
+  kNeither,   // all of them are linears and none writes the weights or x
+};
+Early captured_writes(const Fp6LinearParams& p, stream_t stream, bool* after_mode3) {
   const size_t packed_bytes = static_cast<size_t>(p.n / kFp6TileRows) * static_cast<size_t>(p.k / kFp6TileCols) *
                               static_cast<size_t>(kFp6TileBytes);
   const size_t scale_bytes = static_cast<size_t>(p.n) * static_cast<size_t>(p.k / kMxBlock);
-  return !overlaps(prev.out, out_bytes, p.packed, packed_bytes) && !overlaps(prev.out, out_bytes, p.scales, scale_bytes);
+  const size_t x_bytes =
+      (static_cast<size_t>(p.m - 1) * static_cast<size_t>(p.x_stride) + static_cast<size_t>(p.k)) * 2;
+  cudaGraphNode_t node = nullptr;
+  Fp6LinearParams prev;
+  bool x_written = false;
+  *after_mode3 = false;
+  for (int walked = 0; walked < kMaxChainWalk; ++walked) {
+    if (!linear_dependency(stream, node, &node, &prev)) {
+      return walked == 0 ? Early::kUnknown : Early::kWeights;
+    }
+    if (walked == 0) *after_mode3 = prev.pdl == 3;
+    const size_t out_bytes = static_cast<size_t>(prev.m) * static_cast<size_t>(prev.n) * 2;
+    if (overlaps(prev.out, out_bytes, p.packed, packed_bytes) ||
+        overlaps(prev.out, out_bytes, p.scales, scale_bytes)) {
+      return Early::kWeights;
+    }
+    x_written = x_written || overlaps(prev.out, out_bytes, p.x, x_bytes);
+    if (prev.pdl != 3) return x_written ? Early::kX : Early::kNeither;
+  }
+  return Early::kWeights;
+}
+
+// The mode of a launch set to `pdl` (1 `on`, 2 `prefetch_weights`) as captured on `stream`:
+// - `on` becomes 2 (weights before the wait) where no kernel that may still run writes the
+//   weights, and 3 (everything but the bias and the stores before the wait, and the next kernel
+//   may start at once) where none writes x either;
+// - `prefetch_weights` trusts the caller that the kernel right before does not write the weights,
+//   but falls back to 1 where that kernel is a linear in mode 3 and the walk behind it finds
+//   another kernel that may still run and write them (or cannot tell).
+// Eager launches cannot see what ran before them on the stream, so they keep their setting.
+int captured_mode(const Fp6LinearParams& p, stream_t stream) {
+  bool after_mode3 = false;
+  const Early e = captured_writes(p, stream, &after_mode3);
+  if (p.pdl == 2) return after_mode3 && e == Early::kWeights ? 1 : 2;
+  return e == Early::kNeither ? 3 : e == Early::kX ? 2 : 1;
 }
 #endif
 }  // namespace
@@ -164,17 +229,25 @@ void note_fp6_linear_kernel(const void* kernel) {
 }
 
 int64_t fp6_captured_prefetches() { return g_captured_prefetches.load(); }
+int64_t fp6_captured_independent() { return g_captured_independent.load(); }
 
-// Mode 1 (`on`) becomes 2 (`prefetch_weights`) for this launch where follows_captured_linear()
-// shows that no kernel still running can write the weights: in a captured chain of linears, each
-// one's weight stream then overlaps the previous one's last tiles. Same bits in every mode.
+// Mode 1 (`on`) becomes 2 or 3 for this launch where captured_mode() shows that no kernel still
+// running can write what it reads early: in a captured chain of linears, each one's weight stream
+// then overlaps the previous one's last tiles (2), or, where its x is not written by them either,
+// the whole linear runs beside them (3). Mode 2 set by the caller falls back to 1 where a linear in
+// mode 3 right before could leave a writer of the weights running. Same bits in every mode.
 error_t launch_mxfp6_linear(const Fp6LinearParams& p, stream_t stream) {
 #if defined(MXF_CUDA)
-  if (p.pdl == 1 && p.clusters && !p.force_portable && p.m > 0 && follows_captured_linear(p, stream)) {
-    Fp6LinearParams q = p;
-    q.pdl = 2;
-    g_captured_prefetches.fetch_add(1);
-    return launch_linear_kernels(q, stream);
+  if ((p.pdl == 1 || p.pdl == 2) && p.clusters && !p.force_portable && p.m > 0 &&
+      p.capture_check_off != 1) {
+    const int mode = captured_mode(p, stream);
+    if (mode != p.pdl) {
+      Fp6LinearParams q = p;
+      q.pdl = mode;
+      if (mode > 1) g_captured_prefetches.fetch_add(1);
+      if (mode == 3) g_captured_independent.fetch_add(1);
+      return launch_linear_kernels(q, stream);
+    }
   }
 #endif
   return launch_linear_kernels(p, stream);

@@ -663,16 +663,22 @@ template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT = kR
           bool kWide = false>
 MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, int split) {
   const Fp6LinearParams& p = linear_of(pp);
+  // The attention front reads x and the residual in its prologue: never mode 3.
+  [[maybe_unused]] const int pdl =
+      std::is_same_v<P, Fp6LinearParams> ? p.pdl : (p.pdl < 2 ? p.pdl : 2);
 #if defined(MXF_HAS_CLUSTER)
   if constexpr (kS > 1) cluster_arrive_relaxed();  // "started", waited for before the partials are pushed
   // The previous kernel in the stream may still run (programmatic dependent launch): nothing in
-  // global memory is touched before grid_dep_wait(), except the weights with pdl == 2. The next
-  // kernel may start once every CTA has passed its wait (grid_dep_launch() right after it), not
-  // earlier: then every kernel before this one has finished when the next one starts, which the
-  // host's capture check relies on (a linear after a linear streams its weights before its wait:
-  // launch_mxfp6_linear).
-  if (p.pdl != 2) {
+  // global memory is touched before grid_dep_wait(), except the weights with pdl == 2, and the
+  // weights and x with pdl == 3, where only the bias and the stores wait. The next kernel may
+  // start once every CTA has passed its wait (grid_dep_launch() right after it), not earlier: then
+  // every kernel before this one has finished when the next one starts, which the host's capture
+  // check relies on (launch_mxfp6_linear). With pdl == 3 it may start at once; the host has
+  // checked that none of the kernels that may still run then writes this one's x or weights.
+  if (pdl < 2) {
     grid_dep_wait();
+    grid_dep_launch();
+  } else if (pdl == 3) {
     grid_dep_launch();
   }
 #endif
@@ -794,7 +800,7 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
     cp_async_commit();
   }
 #if defined(MXF_HAS_CLUSTER)
-  if (p.pdl == 2) {  // x and out only after the previous kernel has finished
+  if (pdl == 2) {  // x and out only after the previous kernel has finished
     grid_dep_wait();
     grid_dep_launch();
   }
@@ -902,6 +908,7 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
       for (int s = 1; s < kS; ++s) v[q] = add_rn(v[q], pushed[(s - 1) * kSlots + e]);
     }
   }
+  if (pdl == 3) grid_dep_wait();  // out only after the previous kernel has finished
 #endif
   // Bias in fp32, one rounding.
 #pragma unroll
@@ -1160,12 +1167,12 @@ template <Dtype kAct, int kNB, int kRT, int kW, int kV = 1, typename P>
 error_t launch_linear_split(const P& pp, int split, stream_t stream) {
   [[maybe_unused]] const Fp6LinearParams& p = linear_of(pp);
   // Two-row-tile kernels of one chain per warp stream a row tile at a time, except when the
-  // weight stream starts before the dependency wait (pdl == 2): there whole tiles, twice the bytes
+  // weight stream starts before the dependency wait (pdl >= 2): there whole tiles, twice the bytes
   // in flight before the wait, were faster (H200, docs/PERF_NOTES.md, eleventh session). Only the
   // mma path streams (NVIDIA); elsewhere the portable body runs, the same for both.
 #if defined(MXF_CUDA)
   if constexpr (kRT == 2 && kV == 1) {
-    if (p.item_rt == 1 || (p.item_rt != 2 && p.pdl != 2)) {
+    if (p.item_rt == 1 || (p.item_rt != 2 && p.pdl < 2)) {
       return launch_linear_items<kAct, kNB, kRT, kW, kV, 1>(pp, split, stream);
     }
   }

@@ -128,6 +128,7 @@ void set_linear_device(Fp6LinearParams& p) {
   p.rt_override = env_int("MXFUSE_FP6_RT");
   p.item_rt = env_int("MXFUSE_FP6_ITEM_RT");
   p.wide_override = env_int("MXFUSE_FP6_WIDE");
+  p.capture_check_off = env_int("MXFUSE_FP6_NO_CAPTURE_CHECK");
   p.pdl = static_cast<int>(pdl_mode());
   p.smem_per_sm = static_cast<int>(prop->sharedMemPerMultiprocessor);
   p.smem_reserved = static_cast<int>(prop->reservedSharedMemPerBlock);
@@ -258,10 +259,19 @@ int64_t device_code_arch_of(int64_t device) {
 }
 
 // Test support: launches of mxfp6_linear in mode 1 that streamed their weights before the
-// dependency wait because they were captured right after a linear (kernels::launch_mxfp6_linear).
+// dependency wait because they were captured after linears that do not write them, and those of
+// them that ran whole before the wait because those linears do not write their x either
+// (kernels::launch_mxfp6_linear).
 int64_t captured_prefetches() {
 #if defined(MXF_WITH_GPU)
   return kernels::fp6_captured_prefetches();
+#else
+  return 0;
+#endif
+}
+int64_t captured_independent() {
+#if defined(MXF_WITH_GPU)
+  return kernels::fp6_captured_independent();
 #else
   return 0;
 #endif
@@ -271,6 +281,7 @@ TORCH_LIBRARY_FRAGMENT(mxfuse, m) {
   // Launch setting of mxfp6_linear on sm_90+ (programmatic dependent launch): 0, 1 or 2.
   m.def("_set_pdl(int mode) -> ()", &set_pdl);
   m.def("_fp6_captured_prefetches() -> int", &captured_prefetches);
+  m.def("_fp6_captured_independent() -> int", &captured_independent);
   m.def("_get_pdl() -> int", &pdl_mode);
   m.def("_device_code_arch(int device) -> int", &device_code_arch_of);
 }

@@ -220,9 +220,11 @@ def set_pdl(mode: str) -> None:
     ``"on"`` (the default): a linear may start while the previous kernel in the stream finishes
     and waits for it before it reads or writes any tensor; the next kernel may likewise start
     early if it was launched with PDL. Under CUDA-graph capture, a linear captured right after
-    another ``mxfp6_linear`` whose output is not its weights streams its weights before the wait
-    (that linear writes nothing else, and every kernel before it has finished by then), so
-    chains of linears in a graph get the prefetch without its caveat.
+    other ``mxfp6_linear`` calls that may still run when it starts reads early what none of them
+    writes (a linear writes only its output): its weights before the wait if none writes them,
+    and x too if none writes x, in which case the whole linear runs beside them and only its
+    stores wait (e.g. several projections of one x captured back to back). A linear after any
+    other kernel waits as above. docs/DECISIONS.md has the rules.
     ``"prefetch_weights"``: as "on", but the linear starts streaming ``packed`` and ``scales``
     before that wait at every launch, so the kernel that runs right before it in the stream must
     not write them (weights written by an earlier kernel are fine).

@@ -143,8 +143,9 @@ def fp6(dtypes, ms) -> None:
 
 
 def fp6_graph(ms) -> None:
-    """A captured chain of linears in `on`: each linear after a linear streams its weights before
-    its wait (launch_mxfp6_linear's capture check); the graph is replayed twice, every output
+    """A captured chain of linears in `on`: each linear after a linear runs whole before its wait
+    (x and weights written by no linear: launch_mxfp6_linear's capture check, mode 3), with the
+    next one starting beside it; the graph is replayed twice, every output
     poisoned first, bits as eager `off`. Capture cannot allocate without the caching allocator,
     so this section runs with it (scripts/sanitize.sh): accesses are then checked against the
     allocator's blocks, not each tensor's bytes."""
@@ -161,10 +162,10 @@ def fp6_graph(ms) -> None:
             mxfuse.set_pdl("off")
             want = chain()
             mxfuse.set_pdl("on")
-            before = torch.ops.mxfuse._fp6_captured_prefetches()
+            before = torch.ops.mxfuse._fp6_captured_independent()
             graph, ys = capture_graph(chain)  # its eager warm-up launches count nothing
-            check(torch.ops.mxfuse._fp6_captured_prefetches() - before == len(sets) - 1,
-                  f"captured chain {n}x{k} m={m}: linears after a linear stream their weights early")
+            check(torch.ops.mxfuse._fp6_captured_independent() - before == len(sets) - 1,
+                  f"captured chain {n}x{k} m={m}: linears after a linear run whole before their wait")
             for _ in range(2):
                 for y in ys:
                     y.fill_(float("nan"))
