@@ -4,9 +4,12 @@ F.linear on the rounded bf16 weights) as the baseline. Weights and inputs cycle 
 
     python benchmarks/bench_layer_front.py [--out benchmarks/results/h200_layer_front]
 
-The norm kernels let a dependent kernel start early (griddepcontrol.launch_dependents), so with
-"on" the linear's CTAs are placed while the norm runs, and with "prefetch_weights" its weight
-stream overlaps the norm as well. "norm + linear alone" is the sum of the two ops timed apart.
+With "on" and "prefetch_weights" both ops use programmatic dependent launch: each kernel is
+placed while the one before it runs and waits for it before touching memory (the linear's CTAs
+while the norm runs, the next front's norm while the linear runs), and with "prefetch_weights"
+the linear's weight stream overlaps the norm as well. "on, norm plain" is "on" with the norm
+launched plainly (MXFUSE_NORM_NO_PDL=1), as before the twenty-ninth session: the A/B of the
+norm's launch in the same run. "norm + linear alone" is the sum of the two ops timed apart.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from mxfuse.ops import PDL_MODES as MODES  # noqa: E402
 # (hidden, qkv rows): Qwen3-Next-80B's full-attention qkv (2048 -> 9216) and a 6144-wide model's.
 SHAPES = [(2048, 9216), (6144, 12288)]
 MS = [1, 8, 16]
+NORM_PLAIN = "MXFUSE_NORM_NO_PDL"
+ON_NORM_PLAIN = "on, norm plain"
+COLUMNS = ["off", ON_NORM_PLAIN, "on", "prefetch_weights"]
 
 
 def main() -> None:
@@ -76,30 +82,36 @@ def main() -> None:
                 raise SystemExit(f"verification failed at hidden {hidden} n {n} m {m}: modes differ")
             mxfuse.set_pdl(default_mode)
             t = harness.graph_time_us_per_pdl_mode(front, MODES)
+            os.environ[NORM_PLAIN] = "1"
+            try:
+                t[ON_NORM_PLAIN] = harness.graph_time_us_per_pdl_mode(front, ["on"])["on"]
+            finally:
+                os.environ.pop(NORM_PLAIN, None)
             t_norm, t_lin = harness.graph_time_us(norm), harness.graph_time_us(linear)
             t_bf16 = harness.graph_time_us(front_bf16)
             p = {"hidden": hidden, "n": n, "m": m}
-            for mode in MODES:
+            for mode in COLUMNS:
                 rows.append(harness.make_row("norm_then_mxfp6_linear", {**p, "pdl": mode}, t[mode], 0, copy_gbs))
             rows.append(harness.make_row("norm_alone", {**p, "pdl": default_mode}, t_norm, 0, copy_gbs))
             rows.append(harness.make_row("mxfp6_linear_alone", {**p, "pdl": default_mode}, t_lin, 0, copy_gbs))
             rows.append(harness.make_row("norm_then_bf16_F.linear", p, t_bf16, 0, copy_gbs))
             table.append([f"{hidden} -> {n}", m, t_bf16, t_norm + t_lin]
-                         + [v for mode in MODES for v in (t[mode], t_bf16 / t[mode])])
+                         + [v for mode in COLUMNS for v in (t[mode], t_bf16 / t[mode])])
             print(f"{hidden}->{n} m={m:2d}: bf16 pair {t_bf16:6.2f} us  norm {t_norm:5.2f} + linear {t_lin:5.2f}  "
-                  + "  ".join(f"{mode} {t[mode]:6.2f} ({t_bf16 / t[mode]:4.2f}x)" for mode in MODES), flush=True)
+                  + "  ".join(f"{mode} {t[mode]:6.2f} ({t_bf16 / t[mode]:4.2f}x)" for mode in COLUMNS), flush=True)
         del ws, packs
         torch.cuda.empty_cache()
     header = ["hidden -> qkv", "M", "norm + bf16 F.linear us", f"norm + linear alone ({default_mode}) us"]
-    for mode in MODES:
+    for mode in COLUMNS:
         header += [f"{mode}: us", f"{mode}: x bf16 pair"]
     md = (f"# Decode layer front: residual add + Gemma RMSNorm, then MXFP6 qkv projection (bf16), "
           f"{harness.environment()['device']}\n\n"
           f"Command: `{harness.command()}`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
           f"fronts cycling {harness.INPUT_SETS} weight and input sets, best of {harness.REPLAYS}. Each front is "
           f"`gemma_fused_add_rmsnorm` then `mxfp6_linear` in each `mxfuse.set_pdl` mode; the baseline is the "
-          f"same norm then bf16 `F.linear` (cuBLAS) on the rounded weights. \"norm + linear alone\" adds the two "
-          f"ops timed in separate graphs.\n\n" + harness.md_table(header, table))
+          f"same norm then bf16 `F.linear` (cuBLAS) on the rounded weights (the norm launched as `set_pdl` "
+          f"says, {default_mode} here). `{ON_NORM_PLAIN}` is `on` with the norm launched plainly "
+          f"({NORM_PLAIN}=1). \"norm + linear alone\" adds the two ops timed in separate graphs.\n\n" + harness.md_table(header, table))
     harness.write_results(args.out, {"env": harness.environment(), "copy_gbs": copy_gbs, "rows": rows}, md)
     print(md)
 

@@ -121,10 +121,10 @@ def main() -> None:
     where = env["device"] + (f", CPU ops on {env['cpu_threads']} threads" if gpu
                              else f" ({env['cpu_threads']} threads)")
     md = (f"# MXFP6 load-time ops: pack, round_, unpack ({where})\n\n"
-          f"Command: `{harness.command()}`. Wall-clock from the call until the result is ready "
-          + (f"(GPU: `torch.cuda.synchronize()`, so the finite-weight check's device-to-host sync and "
+          f"Command: `{harness.command()}`. Wall-clock from the call until the result is ready"
+          + (f" (GPU: `torch.cuda.synchronize()`, so the finite-weight check's device-to-host sync and "
              f"the output allocation are included), best / median of {args.reps} runs on the GPU and "
-             f"{args.cpu_reps} on the CPU" if gpu else f"best / median of {args.cpu_reps} runs")
+             f"{args.cpu_reps} on the CPU" if gpu else f"; best / median of {args.cpu_reps} runs")
           + " after one warm-up; `round_` on a fresh copy each run. " + ("Every GPU result was first checked bitwise equal to the CPU result "
                            "(pack, round_, unpack, and unpack(pack(w)) == round_(w)). " if gpu else "")
           + "Issue #4 point 6: pack and round_ well under a second on the GPU for 12288 x 6144, "

@@ -625,6 +625,59 @@ def test_captured_linear_reading_what_the_previous_linear_writes(target, mode, r
     check_captured_chain([writer, reader], [1, mode])
 
 
+@pytest.mark.skipif(not pdl_code_available(), reason="needs sm_90 device code (programmatic dependent launch)")
+@pytest.mark.parametrize("hidden", [2048, 6144])
+def test_pdl_norm_and_quantize_kernels_wait_for_the_kernel_before(hidden, restore_pdl):
+    # In `on` the norm, quantize and dequantize kernels are launched with programmatic dependent
+    # launch too: placed while the kernel before them runs (a linear lets its dependents start
+    # right after its own wait), they wait for it before touching memory. Here the fused-add norm
+    # reads the linear's output and updates in place the residual the linear reads as x, a norm
+    # reads the previous norm's output, a dequantize the norm's codes, and a quantize the second
+    # linear's output: any access before the wait would change the bits. The linears are the
+    # slow kernels ([hidden, hidden] weights). Eager, and in a graph whose outputs are poisoned
+    # before each replay; against eager `off`.
+    packed, scales, _ = packed_on_gpu(hidden, hidden, torch.bfloat16, 80, scale=1.0 / 16)
+    nw = randn((hidden,), torch.bfloat16, 81, 0.1).cuda()
+    h0 = randn((3, hidden), torch.bfloat16, 82, 1.0).cuda()
+    h = h0.clone()
+
+    def steps():
+        outs = []
+        for _ in range(2):
+            y = OPS.mxfp6_linear(h, packed, scales)                          # reads h
+            nrm = OPS.gemma_fused_add_rmsnorm(y, h, nw, 1e-6, 1.0)           # reads y, writes h
+            codes, sc = OPS.gemma_rmsnorm_mxfp8(nrm, nw, 1e-6, 1.0, "ceil")  # reads nrm
+            d = OPS.mxfp8_dequantize(codes, sc, torch.bfloat16)              # reads codes, sc
+            y2 = OPS.mxfp6_linear(d, packed, scales)
+            qc, qs = OPS.mxfp8_quantize(y2, "ceil")                          # reads y2
+            outs += [y, nrm, codes.view(torch.uint8), sc, d, y2, qc.view(torch.uint8), qs, h.clone()]
+        return outs
+
+    def poison(ts):
+        for t in ts:
+            t.fill_(float("nan") if t.is_floating_point() else 0xFF)  # e4m3 and E8M0 NaN
+
+    mxfuse.set_pdl("off")
+    want = steps()
+    for mode in ("on", "prefetch_weights"):
+        mxfuse.set_pdl(mode)
+        h.copy_(h0)
+        got = steps()
+        torch.cuda.synchronize()
+        for i, (a, b) in enumerate(zip(got, want)):
+            assert_bitwise_equal(a, b, f"eager {mode}, output {i}")
+        h.copy_(h0)
+        graph, ys = capture_graph(steps)
+        for r in range(3):
+            poison(ys)
+            h.copy_(h0)
+            graph.replay()
+            torch.cuda.synchronize()
+            for i, (a, b) in enumerate(zip(ys, want)):
+                assert_bitwise_equal(a, b, f"{mode} replay {r}, output {i}")
+        del graph
+
+
 def test_pack_large_weight_matches_cpu():
     w = weight(12288, 1024, torch.bfloat16, 14)
     pg, sg = OPS.mxfp6_pack(w.cuda(), "floor")

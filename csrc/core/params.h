@@ -24,6 +24,7 @@ struct NormParams {
   Dtype wdtype = Dtype::kBF16;
   ScaleRule rule = ScaleRule::kCeil;
   int64_t wide_max_m = 256;  // rows up to which the one-thread-per-chunk kernel runs (latency)
+  bool pdl = false;          // programmatic dependent launch (sm_90+, mxfuse.set_pdl not off)
 };
 
 // Stand-alone MXFP8 quantization of rows of x.
@@ -34,6 +35,7 @@ struct QuantParams {
   int64_t m = 0, n = 0, x_stride = 0;
   Dtype act = Dtype::kBF16;
   ScaleRule rule = ScaleRule::kCeil;
+  bool pdl = false;  // as NormParams::pdl
 };
 
 struct DequantParams {
@@ -42,6 +44,7 @@ struct DequantParams {
   void* out = nullptr;              // [m, n] out_dtype, contiguous
   int64_t m = 0, n = 0;
   Dtype out_dtype = Dtype::kBF16;
+  bool pdl = false;  // as NormParams::pdl
 };
 
 // MXFP6 E2M3 rounding and packing of a weight, one 32-element group at a time (SPEC §4).

@@ -108,11 +108,16 @@ MXF_DEV void grid_dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory
 MXF_DEV void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 #endif  // MXF_HAS_CLUSTER
 
-// Lets the next kernel in the stream start now if it was launched with programmatic dependent
-// launch (it waits for this one to finish before it touches memory; e.g. mxfp6_linear streaming
-// its weights while a norm still runs). A no-op elsewhere and for plain launches.
-MXF_DEV void allow_dependents_early() {
+// The first thing a kernel does that the host may launch with programmatic dependent launch
+// (the norm, quantize and dequantize kernels): wait until the previous kernel in the stream has
+// finished and its writes are visible (a no-op for a plain launch), then let the next kernel
+// start, so that a PDL-launched kernel after this one is placed while it runs (it waits for this
+// one before it touches memory). Waiting before the trigger keeps the chain's guarantee: once a
+// kernel after this one starts, every kernel before this one has finished (docs/DECISIONS.md,
+// "Programmatic dependent launch"). A no-op where there is no PDL (HIP, before sm_90).
+MXF_DEV void dependent_launch_start() {
 #if defined(MXF_HAS_CLUSTER)
+  grid_dep_wait();
   grid_dep_launch();
 #endif
 }

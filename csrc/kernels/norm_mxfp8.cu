@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kThreads) gemma_norm_kernel(const NormParams p
   constexpr int kRows = kThreads / kT;
   __shared__ float red[kThreads];
   __shared__ float row_vals[kRows];  // each row's rstd (kOnce) or total (see row_rstd)
-  allow_dependents_early();
+  dependent_launch_start();
   const int tx = threadIdx.x % kT;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kT;
   const bool active = row < p.m;
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kThreads * kS) gemma_norm_wide_kernel(const No
   __shared__ float sq[(kS - 1) * 8 * kThreads];  // [slot-1][element][lane]
   __shared__ float red[kThreads];
   __shared__ float totals[1];
-  allow_dependents_early();
+  dependent_launch_start();
   const int t = threadIdx.x, lane = t % kThreads, slot = t / kThreads;
   const int64_t row = blockIdx.x, n = p.n, chunks = (n + 7) / 8, c = t;
   const bool valid = c < chunks;
@@ -264,42 +264,51 @@ __global__ void __launch_bounds__(kThreads * kS) gemma_norm_wide_kernel(const No
   }
 }
 
+// A launch of one of this file's kernels (no dynamic shared memory): with the programmatic-
+// dependent-launch attribute when `pdl` (the host sets it only on sm_90+ NVIDIA devices; every
+// kernel here starts with dependent_launch_start()), plainly otherwise.
+template <typename... Params, typename... Args>
+error_t launch_kernel(void (*kernel)(Params...), unsigned grid, unsigned block, bool pdl, stream_t stream,
+                      Args&&... args) {
+#if !defined(MXF_HIP)
+  if (pdl) return launch_ex(kernel, dim3(grid), dim3(block), 0, stream, 1, true, std::forward<Args>(args)...);
+#else
+  (void)pdl;  // no programmatic dependent launch on HIP
+#endif
+  kernel<<<grid, block, 0, stream>>>(std::forward<Args>(args)...);
+  return last_error();
+}
+
 template <Dtype kAct, bool kMx>
 error_t launch_norm_typed(const NormParams& p, bool vec, stream_t stream) {
   const int64_t chunks = (p.n + 7) / 8;
   if (p.m <= p.wide_max_m && chunks > 256 && chunks <= 1024) {
     const unsigned grid = static_cast<unsigned>(p.m);
-    if (chunks <= 512) {
-      gemma_norm_wide_kernel<kAct, 2, kMx><<<grid, 2 * kThreads, 0, stream>>>(p, vec);
-    } else if (chunks <= 768) {
-      gemma_norm_wide_kernel<kAct, 3, kMx><<<grid, 3 * kThreads, 0, stream>>>(p, vec);
-    } else {
-      gemma_norm_wide_kernel<kAct, 4, kMx><<<grid, 4 * kThreads, 0, stream>>>(p, vec);
-    }
-    return last_error();
+    if (chunks <= 512) return launch_kernel(gemma_norm_wide_kernel<kAct, 2, kMx>, grid, 2 * kThreads, p.pdl, stream, p, vec);
+    if (chunks <= 768) return launch_kernel(gemma_norm_wide_kernel<kAct, 3, kMx>, grid, 3 * kThreads, p.pdl, stream, p, vec);
+    return launch_kernel(gemma_norm_wide_kernel<kAct, 4, kMx>, grid, 4 * kThreads, p.pdl, stream, p, vec);
   }
   const auto grid = [&](int kt) { return static_cast<unsigned>((p.m + kThreads / kt - 1) / (kThreads / kt)); };
   // Few rows (latency-bound) take the kernel where every warp computes rstd (see row_rstd).
   const bool once = p.m > p.wide_max_m;
-#define MXF_LAUNCH(KT, KC)                                                                \
-  once ? gemma_norm_kernel<kAct, KT, KC, kMx, true><<<grid(KT), kThreads, 0, stream>>>(p, vec) \
-       : gemma_norm_kernel<kAct, KT, KC, kMx, false><<<grid(KT), kThreads, 0, stream>>>(p, vec)
+#define MXF_LAUNCH(KT, KC)                                                                                \
+  return once ? launch_kernel(gemma_norm_kernel<kAct, KT, KC, kMx, true>, grid(KT), kThreads, p.pdl, stream, p, vec) \
+              : launch_kernel(gemma_norm_kernel<kAct, KT, KC, kMx, false>, grid(KT), kThreads, p.pdl, stream, p, vec)
   if (chunks <= 32) MXF_LAUNCH(32, 1);
-  else if (chunks <= 64) MXF_LAUNCH(64, 1);
-  else if (chunks <= 128) MXF_LAUNCH(128, 1);
-  else if (chunks <= 256) MXF_LAUNCH(256, 1);
-  else if (chunks <= 512) MXF_LAUNCH(256, 2);
-  else if (chunks <= 768) MXF_LAUNCH(256, 3);
-  else if (chunks <= 1024) MXF_LAUNCH(256, 4);
-  else if (chunks <= 2048) MXF_LAUNCH(256, 8);
-  else MXF_LAUNCH(256, 0);
+  if (chunks <= 64) MXF_LAUNCH(64, 1);
+  if (chunks <= 128) MXF_LAUNCH(128, 1);
+  if (chunks <= 256) MXF_LAUNCH(256, 1);
+  if (chunks <= 512) MXF_LAUNCH(256, 2);
+  if (chunks <= 768) MXF_LAUNCH(256, 3);
+  if (chunks <= 1024) MXF_LAUNCH(256, 4);
+  if (chunks <= 2048) MXF_LAUNCH(256, 8);
+  MXF_LAUNCH(256, 0);
 #undef MXF_LAUNCH
-  return last_error();
 }
 
 // One chunk of 8 per thread; a 32-element block is 4 consecutive threads of one row.
 __global__ void __launch_bounds__(kThreads) mxfp8_quantize_kernel(const QuantParams p, bool vec) {
-  allow_dependents_early();
+  dependent_launch_start();
   const int64_t cpr = p.n / 8;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const bool valid = g < p.m * cpr;
@@ -314,7 +323,7 @@ __global__ void __launch_bounds__(kThreads) mxfp8_quantize_kernel(const QuantPar
 
 __global__ void __launch_bounds__(kThreads) mxfp8_dequantize_kernel(const DequantParams p,
                                                                     bool aligned) {
-  allow_dependents_early();
+  dependent_launch_start();
   const int64_t cpr = p.n / 8;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (g >= p.m * cpr) return;
@@ -357,14 +366,12 @@ error_t launch_gemma_norm(const NormParams& p, stream_t stream) {
 
 error_t launch_mxfp8_quantize(const QuantParams& p, stream_t stream) {
   const bool vec = p.x_stride % 8 == 0 && aligned16(p.x);
-  mxfp8_quantize_kernel<<<blocks_for(p.m * (p.n / 8), kThreads), kThreads, 0, stream>>>(p, vec);
-  return last_error();
+  return launch_kernel(mxfp8_quantize_kernel, blocks_for(p.m * (p.n / 8), kThreads), kThreads, p.pdl, stream, p, vec);
 }
 
 error_t launch_mxfp8_dequantize(const DequantParams& p, stream_t stream) {
-  mxfp8_dequantize_kernel<<<blocks_for(p.m * (p.n / 8), kThreads), kThreads, 0, stream>>>(
-      p, (reinterpret_cast<uintptr_t>(p.codes) & 7u) == 0);
-  return last_error();
+  return launch_kernel(mxfp8_dequantize_kernel, blocks_for(p.m * (p.n / 8), kThreads), kThreads, p.pdl, stream, p,
+                       (reinterpret_cast<uintptr_t>(p.codes) & 7u) == 0);
 }
 
 }  // namespace mxf::kernels

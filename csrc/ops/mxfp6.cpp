@@ -48,28 +48,6 @@ void run_pack(Fp6PackParams& p, const at::Tensor& w) {
   MXF_DISPATCH(w, kernels::launch_mxfp6_pack(p, stream), cpu::mxfp6_pack(p));
 }
 
-// Programmatic dependent launch of mxfp6_linear (sm_90+): 0 off, 1 on (default), 2 on and the
-// weight stream starts before the previous kernel in the stream has finished. Set by
-// mxfuse._set_pdl; the first read without it takes MXFUSE_PDL=0|1|2 from the environment (else 1)
-// and keeps it, so launches do not parse the environment each time.
-std::atomic<int> g_pdl{-1};
-
-void set_pdl(int64_t mode) {
-  MXF_CHECK(mode >= 0 && mode <= 2,
-            "mxfuse._set_pdl: argument 'mode' must be 0 (off), 1 (on) or 2 (on, weights prefetched), got ",
-            mode);
-  g_pdl.store(static_cast<int>(mode));
-}
-
-int64_t pdl_mode() {
-  return process_setting(g_pdl, "MXFUSE_PDL", 1, [](const std::string& e) {
-    MXF_CHECK(e == "0" || e == "1" || e == "2",
-              "mxfuse: environment variable MXFUSE_PDL must be 0 (off), 1 (on) or 2 (prefetch weights), got '", e,
-              "'");
-    return e[0] - '0';
-  });
-}
-
 #ifdef MXF_WITH_GPU
 // Tests set MXFUSE_FORCE_PORTABLE=1 to run the portable twin of the GPU fast path.
 bool force_portable() {
@@ -85,6 +63,31 @@ int env_int(const char* name) {
 #endif
 
 }  // namespace
+
+// Programmatic dependent launch (sm_90+) of mxfp6_linear and of the norm, quantize and dequantize
+// kernels (settings.h): 0 off, 1 on (default), 2 on and the linear's weight stream starts before
+// the previous kernel in the stream has finished. Set by
+// mxfuse._set_pdl; the first read without it takes MXFUSE_PDL=0|1|2 from the environment (else 1)
+// and keeps it, so launches do not parse the environment each time.
+namespace {
+std::atomic<int> g_pdl{-1};
+
+void set_pdl(int64_t mode) {
+  MXF_CHECK(mode >= 0 && mode <= 2,
+            "mxfuse._set_pdl: argument 'mode' must be 0 (off), 1 (on) or 2 (on, weights prefetched), got ",
+            mode);
+  g_pdl.store(static_cast<int>(mode));
+}
+}  // namespace
+
+int64_t pdl_mode() {
+  return process_setting(g_pdl, "MXFUSE_PDL", 1, [](const std::string& e) {
+    MXF_CHECK(e == "0" || e == "1" || e == "2",
+              "mxfuse: environment variable MXFUSE_PDL must be 0 (off), 1 (on) or 2 (prefetch weights), got '", e,
+              "'");
+    return e[0] - '0';
+  });
+}
 
 // Packed weights and their scales; returns (N, K).
 std::tuple<int64_t, int64_t> check_packed(const char* op, const at::Tensor& packed,

@@ -13,7 +13,10 @@
 #include "debug.h"
 #include "dispatch.h"
 
+#include "settings.h"
+
 #ifdef MXF_WITH_GPU
+#include "../kernels/device_code.h"
 #include "../kernels/norm_mxfp8.h"
 #endif
 
@@ -29,9 +32,25 @@ std::tuple<at::Tensor, at::Tensor> empty_mxfp8(const at::Tensor& x) {
 }
 
 #ifdef MXF_WITH_GPU
+// Programmatic dependent launch of this family's kernels (docs/DECISIONS.md): on NVIDIA sm_90+
+// unless mxfuse.set_pdl("off"). The kernels wait for the previous kernel before they touch memory,
+// so the mode changes when they are placed, never what they read or write.
+// MXFUSE_NORM_NO_PDL=1 launches them plainly (a benchmark knob, read at each launch).
+bool norm_pdl() {
+#if defined(USE_ROCM)
+  return false;
+#else
+  if (pdl_mode() == 0) return false;
+  const char* v = std::getenv("MXFUSE_NORM_NO_PDL");
+  if (v != nullptr && v[0] == '1') return false;
+  return kernels::cluster_code_available(at::cuda::getCurrentDeviceProperties()->major);
+#endif
+}
+
 error_t launch_norm(NormParams& p, stream_t stream) {
   // Benchmarks may move the switch to the latency kernel (MXFUSE_NORM_WIDE_MAX_M=rows).
   if (const char* v = std::getenv("MXFUSE_NORM_WIDE_MAX_M")) p.wide_max_m = std::atoll(v);
+  p.pdl = norm_pdl();
   return kernels::launch_gemma_norm(p, stream);
 }
 #endif
@@ -169,7 +188,7 @@ std::tuple<at::Tensor, at::Tensor> mxfp8_quantize(const at::Tensor& x,
   p.act = to_dtype(x.scalar_type());
   p.rule = rule;
   if (p.m == 0 || n == 0) return out;
-  MXF_DISPATCH(x, kernels::launch_mxfp8_quantize(p, stream), cpu::mxfp8_quantize(p));
+  MXF_DISPATCH(x, (p.pdl = norm_pdl(), kernels::launch_mxfp8_quantize(p, stream)), cpu::mxfp8_quantize(p));
   return out;
 }
 
@@ -204,7 +223,8 @@ at::Tensor mxfp8_dequantize(const at::Tensor& codes, const at::Tensor& scales,
   p.n = n;
   p.out_dtype = to_dtype(out_dtype);
   if (p.m == 0 || n == 0) return out;
-  MXF_DISPATCH(codes, kernels::launch_mxfp8_dequantize(p, stream), cpu::mxfp8_dequantize(p));
+  MXF_DISPATCH(codes, (p.pdl = norm_pdl(), kernels::launch_mxfp8_dequantize(p, stream)),
+               cpu::mxfp8_dequantize(p));
   return out;
 }
 

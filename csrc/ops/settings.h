@@ -22,4 +22,8 @@ int64_t process_setting(std::atomic<int>& slot, const char* var, int fallback, P
   return slot.compare_exchange_strong(unset, value) ? value : unset;
 }
 
+// mxfuse.set_pdl's mode (0 off, 1 on, 2 prefetch_weights; MXFUSE_PDL until set), for every op
+// that launches with programmatic dependent launch. Defined in mxfp6.cpp.
+int64_t pdl_mode();
+
 }  // namespace mxf::ops

@@ -215,7 +215,8 @@ PDL_MODES = ("off", "on", "prefetch_weights")
 
 
 def set_pdl(mode: str) -> None:
-    """How ``mxfp6_linear`` launches on sm_90+ GPUs (programmatic dependent launch, PDL).
+    """How ``mxfp6_linear`` and the norm, quantize and dequantize ops launch on sm_90+ GPUs
+    (programmatic dependent launch, PDL).
 
     ``"on"`` (the default): a linear may start while the previous kernel in the stream finishes
     and waits for it before it reads or writes any tensor; the next kernel may likewise start
@@ -224,7 +225,9 @@ def set_pdl(mode: str) -> None:
     writes (a linear writes only its output): its weights before the wait if none writes them,
     and x too if none writes x, in which case the whole linear runs beside them and only its
     stores wait (e.g. several projections of one x captured back to back). A linear after any
-    other kernel waits as above. docs/DECISIONS.md has the rules.
+    other kernel waits as above. The norm, quantize and dequantize kernels are PDL-launched in
+    "on" and "prefetch_weights" alike: placed early, they wait for the previous kernel before
+    they touch memory. docs/DECISIONS.md has the rules.
     ``"prefetch_weights"``: as "on", but the linear starts streaming ``packed`` and ``scales``
     before that wait at every launch, so the kernel that runs right before it in the stream must
     not write them (weights written by an earlier kernel are fine).
