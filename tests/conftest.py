@@ -66,7 +66,8 @@ POISON_BYTES = (0x00, 0xFF)
 
 @pytest.fixture
 def restore_pdl():
-    """The mxfp6_linear launch mode (mxfuse.set_pdl) in force before the test, restored after it."""
+    """The launch mode (mxfuse.set_pdl: the MXFP6 linear and the norm family) in force before the
+    test, restored after it."""
     before = OPS._get_pdl()
     yield
     OPS._set_pdl(before)
