@@ -32,7 +32,7 @@ SHAPES = [(2048, 9216), (6144, 12288)]
 MS = [1, 8, 16]
 NORM_PLAIN = "MXFUSE_NORM_NO_PDL"
 ON_NORM_PLAIN = "on, norm plain"
-COLUMNS = ["off", ON_NORM_PLAIN, "on", "prefetch_weights"]
+COLUMNS = [MODES[0], ON_NORM_PLAIN, *MODES[1:]]  # off, on with the norm plain, on, prefetch_weights
 
 
 def main() -> None:
@@ -82,11 +82,8 @@ def main() -> None:
                 raise SystemExit(f"verification failed at hidden {hidden} n {n} m {m}: modes differ")
             mxfuse.set_pdl(default_mode)
             t = harness.graph_time_us_per_pdl_mode(front, MODES)
-            os.environ[NORM_PLAIN] = "1"
-            try:
+            with harness.env_set(NORM_PLAIN, "1"):
                 t[ON_NORM_PLAIN] = harness.graph_time_us_per_pdl_mode(front, ["on"])["on"]
-            finally:
-                os.environ.pop(NORM_PLAIN, None)
             t_norm, t_lin = harness.graph_time_us(norm), harness.graph_time_us(linear)
             t_bf16 = harness.graph_time_us(front_bf16)
             p = {"hidden": hidden, "n": n, "m": m}

@@ -45,12 +45,8 @@ def time_variants(call, names) -> dict[str, float]:
     times = {}
     for name in names:
         mode, check = VARIANTS[name]
-        if not check:
-            os.environ[NO_CHECK] = "1"
-        try:
+        with harness.env_set(NO_CHECK, None if check else "1"):
             times[name] = harness.graph_time_us_per_pdl_mode(call, [mode])[mode]
-        finally:
-            os.environ.pop(NO_CHECK, None)
     return times
 
 

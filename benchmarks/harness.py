@@ -13,7 +13,8 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -65,6 +66,19 @@ def graph_time_us_per_pdl_mode(call: Callable[[int], object], modes) -> dict[str
         return times
     finally:
         mxfuse.set_pdl(before)
+
+
+@contextmanager
+def env_set(var: str, value: str | None) -> Iterator[None]:
+    """`var` set to `value` inside the block (left alone when value is None), removed after it:
+    the benchmark-only launch knobs, which the ops read at each launch."""
+    if value is not None:
+        os.environ[var] = value
+    try:
+        yield
+    finally:
+        if value is not None:
+            os.environ.pop(var, None)
 
 
 def parse_shapes(shapes: list[str]) -> list[tuple[int, int]]:

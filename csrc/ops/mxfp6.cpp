@@ -281,7 +281,8 @@ int64_t captured_independent() {
 }
 
 TORCH_LIBRARY_FRAGMENT(mxfuse, m) {
-  // Launch setting of mxfp6_linear on sm_90+ (programmatic dependent launch): 0, 1 or 2.
+  // Launch setting of mxfp6_linear and the norm family on sm_90+ (programmatic dependent launch):
+  // 0, 1 or 2.
   m.def("_set_pdl(int mode) -> ()", &set_pdl);
   m.def("_fp6_captured_prefetches() -> int", &captured_prefetches);
   m.def("_fp6_captured_independent() -> int", &captured_independent);
