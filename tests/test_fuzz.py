@@ -87,25 +87,27 @@ def block_values(rows, blocks, dtype, g, finite=False, spread=None, regimes=REGI
         return v.scatter(2, pos, anchor.to(torch.float64))
 
     eps = fin.eps
+    f64 = dict(dtype=torch.float64)
+    ties4 = sign() * pick(midpoints(E4M3_MAGS))
+    edges4 = pick(torch.tensor([1.75, 1.75 + eps, 1.75 - eps, 1.0, 2 - eps], **f64))[..., :1]
+    ties6 = sign() * pick(midpoints(E2M3_MAGS))
+    edges6 = pick(torch.tensor([7.5, 7.75, 7.5 + 8 * eps, 4.0, 6.0], **f64))[..., :1]
+    anchor_scale = torch.pow(2.0, per_block(alo, ahi))
     cand = {
-        "normal": torch.randn(shape, generator=g, dtype=torch.float64) * torch.pow(2.0, per_block(lo, hi)),
-        "pow2": sign() * torch.pow(2.0, per_block(lo, hi) + torch.randint(-3, 4, shape, generator=g)),
-        "e4m3_ties": with_anchor(sign() * pick(midpoints(E4M3_MAGS)), torch.full((rows, blocks, 1), 448.0, dtype=torch.float64))
-        * torch.pow(2.0, per_block(alo, ahi)),
-        "e4m3_edges": with_anchor(sign() * pick(midpoints(E4M3_MAGS)) / 2,
-                                  pick(torch.tensor([1.75, 1.75 + eps, 1.75 - eps, 1.0, 2 - eps], dtype=torch.float64))[..., :1]
-                                  * 256.0) * torch.pow(2.0, per_block(alo, ahi)),
-        "e2m3_ties": with_anchor(sign() * pick(midpoints(E2M3_MAGS)),
-                                 pick(torch.tensor([7.5, 7.75, 7.5 + 8 * eps, 4.0, 6.0], dtype=torch.float64))[..., :1])
-        * torch.pow(2.0, per_block(alo, ahi)),
+        "normal": torch.randn(shape, generator=g, **f64) * torch.pow(2.0, per_block(lo, hi)),
+        "pow2": sign() * torch.pow(2.0, per_block(lo, hi)
+                                   + torch.randint(-3, 4, shape, generator=g)),
+        "e4m3_ties": with_anchor(ties4, torch.full((rows, blocks, 1), 448.0, **f64)) * anchor_scale,
+        "e4m3_edges": with_anchor(ties4 / 2, edges4 * 256.0) * anchor_scale,
+        "e2m3_ties": with_anchor(ties6, edges6) * anchor_scale,
         "subnormal": torch.randint(-7, 8, shape, generator=g).double() * (fin.tiny * fin.eps)
         * torch.pow(2.0, torch.randint(0, 4, (rows, blocks, 1), generator=g).double()),
-        "zero": torch.zeros(shape, dtype=torch.float64),
-        "neg_zero": torch.full(shape, -0.0, dtype=torch.float64),
-        "one_hot": with_anchor(torch.zeros(shape, dtype=torch.float64),
-                               torch.randn((rows, blocks, 1), generator=g, dtype=torch.float64)
+        "zero": torch.zeros(shape, **f64),
+        "neg_zero": torch.full(shape, -0.0, **f64),
+        "one_hot": with_anchor(torch.zeros(shape, **f64),
+                               torch.randn((rows, blocks, 1), generator=g, **f64)
                                * torch.pow(2.0, per_block(lo, hi))),
-        "huge": sign() * fin.max * (0.5 + torch.rand(shape, generator=g, dtype=torch.float64) / 2),
+        "huge": sign() * fin.max * (0.5 + torch.rand(shape, generator=g, **f64) / 2),
     }
     special = cand["normal"].clone()
     bad = torch.tensor([float("nan"), float("inf"), float("-inf")], dtype=torch.float64)
@@ -116,7 +118,8 @@ def block_values(rows, blocks, dtype, g, finite=False, spread=None, regimes=REGI
     # NaN / Inf and near-max blocks only in about a quarter of the rows: one of them makes the
     # whole row's norm NaN or overflow, and the other rows must test the finite arithmetic.
     wild = torch.rand((rows, 1, 1), generator=g) < 0.25
-    tame = torch.tensor([names.index("normal") if r in ("special", "huge") else i for i, r in enumerate(names)])
+    tame = torch.tensor([names.index("normal") if r in ("special", "huge") else i
+                         for i, r in enumerate(names)])
     choice = torch.where(wild, choice, tame[choice])
     out = torch.zeros(shape, dtype=torch.float64)
     for i, name in enumerate(names):
@@ -210,7 +213,9 @@ def seeds(family):
 
 # --- norms ---------------------------------------------------------------------------------------
 
-NORM_N = (1, 7, 31, 32, 96, 200, 256, 264, 512, 1000, 1024, 2048, 2080, 3072, 4096, 6144, 8192, 8224, 12288)
+# Around the norm kernels' thresholds (8-element chunks: 32, 64, 128, 256, 512, 768, 1024).
+NORM_N = (1, 7, 31, 32, 96, 200, 256, 264, 512, 1000, 1024, 2048, 2080, 3072, 4096, 6144, 8192,
+          8224, 12288)
 
 
 def norm_case(seed, device):
@@ -314,7 +319,8 @@ def test_fuzz_quantize_dequantize(seed, device):
     got = (*quant(device), *dequant(device))
     if device == "cpu":
         c, s = ref.mxfp8_quantize(x, rule)
-        want = (c, s, ref.mxfp8_dequantize(c, s, out_dtype), ref.mxfp8_dequantize(codes, sbytes, out_dtype))
+        want = (c, s, ref.mxfp8_dequantize(c, s, out_dtype),
+                ref.mxfp8_dequantize(codes, sbytes, out_dtype))
         for i, (a, b) in enumerate(zip(got, want)):
             assert_equal_nan_by_position(as_bytes(a), as_bytes(b), f"output {i} vs reference")
     else:
@@ -323,6 +329,8 @@ def test_fuzz_quantize_dequantize(seed, device):
 
 
 # --- MXFP6 ---------------------------------------------------------------------------------------
+
+UNPACK_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 @requires_mxfp6
@@ -345,28 +353,30 @@ def test_fuzz_mxfp6_pack_unpack_round(seed, device):
             OPS.mxfp6_round_(wr, rule)
             untouched_outside(wr, wbuf, "mxfp6_round_'s w")
             return (packed, scales, wr.clone(),
-                    *(OPS.mxfp6_unpack(packed, scales, d) for d in (torch.bfloat16, torch.float16, torch.float32)))
+                    *(OPS.mxfp6_unpack(packed, scales, d) for d in UNPACK_DTYPES))
         return twice_poisoned(call) if dev == "cuda" else call()
 
     got = ops(device)
     if device == "cpu":
         p, s = ref.mxfp6_pack(w, rule)
         want = (p, s, ref.mxfp6_round_(w.clone(), rule),
-                *(ref.mxfp6_unpack(p, s, d) for d in (torch.bfloat16, torch.float16, torch.float32)))
+                *(ref.mxfp6_unpack(p, s, d) for d in UNPACK_DTYPES))
         for i, (a, b) in enumerate(zip(got, want)):
             assert_bitwise_equal(a, b, f"output {i} vs reference")
     else:
         for i, (a, b) in enumerate(zip(got, ops("cpu"))):
             assert_bitwise_equal(a, b, f"output {i}: GPU vs CPU")
     packed, scales, wr = got[:3]
-    assert_bitwise_equal(OPS.mxfp6_unpack(packed, scales, dtype), wr, "unpack(pack(w)) vs round_(w)")
+    assert_bitwise_equal(OPS.mxfp6_unpack(packed, scales, dtype), wr,
+                         "unpack(pack(w)) vs round_(w)")
     if rule == "floor":
         p2, s2 = OPS.mxfp6_pack(wr, rule)
         assert_bitwise_equal(p2, packed, "pack(round(w)) vs pack(w)")
         assert_bitwise_equal(s2, scales, "scales of pack(round(w))")
 
 
-LINEAR_REGIMES = ("normal", "normal", "pow2", "e2m3_ties", "subnormal", "zero", "neg_zero", "one_hot")
+LINEAR_REGIMES = ("normal", "normal", "pow2", "e2m3_ties", "subnormal", "zero", "neg_zero",
+                  "one_hot")
 
 
 @requires_mxfp6
@@ -385,8 +395,8 @@ def test_fuzz_mxfp6_linear(seed, device, restore_pdl):
     small = dict(finite=True, spread=(-6, -2), regimes=LINEAR_REGIMES)
     w = values(n, k, dtype, g, **small)
     x = values(m, k, dtype, g, **small)
-    bias = None if rint(g, 0, 1) else values(1, n, choose(g, (dtype, torch.float32)), g, finite=True,
-                                             spread=(-4, 4))[0]
+    bias_dtype = choose(g, (dtype, torch.float32))
+    bias = None if rint(g, 0, 1) else values(1, n, bias_dtype, g, finite=True, spread=(-4, 4))[0]
     layout = choose(g, LAYOUTS)
     packed, scales = OPS.mxfp6_pack(w.to(device), "floor")
     w6 = OPS.mxfp6_unpack(packed, scales, torch.float32).cpu()
@@ -439,8 +449,9 @@ def test_fuzz_mxfp8_scaled_mm(seed, device):
     def mm(dev):
         def call():
             av, _ = place(a.view(torch.uint8), a_layout, dev)
-            return (OPS.mxfp8_scaled_mm(av.view(E4M3), asc.to(dev), b.to(dev), bsc.to(dev), out_dtype,
-                                        None if bias is None else bias.to(dev), b_scale_layout=layout),)
+            bv = None if bias is None else bias.to(dev)
+            return (OPS.mxfp8_scaled_mm(av.view(E4M3), asc.to(dev), b.to(dev), bsc.to(dev),
+                                        out_dtype, bv, b_scale_layout=layout),)
         return twice_poisoned(call) if dev == "cuda" else call()
 
     got = mm(device)[0]
