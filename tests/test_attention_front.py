@@ -513,6 +513,11 @@ def test_no_tokens(device):
     q, gate, r, kc, vc = f.run()
     assert q.shape == (0, 2, 64) and gate.shape == (0, 2, 64)
     assert_bitwise_equal(kc.view(torch.uint8), f.fresh()[1].view(torch.uint8), "cache untouched")
+    # The unfused ops too (the GPU's default for hidden > 2048): they once failed to reshape an
+    # empty qkv (found by tests/test_fuzz.py).
+    q, gate, r, kc, vc = f.run(mxfuse.attention_front_unfused)
+    assert q.shape == (0, 2, 64) and gate.shape == (0, 2, 64)
+    assert_bitwise_equal(kc.view(torch.uint8), f.fresh()[1].view(torch.uint8), "cache untouched")
 
 
 @pytest.mark.parametrize("device", DEVICES)

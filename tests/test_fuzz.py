@@ -9,7 +9,10 @@
 - GPU outputs the same under both debug poison bytes (every element written);
 - the SPEC invariants on the device: fused == quantize(norm), unpack(pack(w)) == round(w),
   pack(round(w)) == pack(w) (floor rule); mxfp6_linear within the fp64 bound of test_mxfp6 and
-  batch invariant; mxfp8_scaled_mm bitwise equal to the blockwise reference on the CPU.
+  batch invariant; mxfp8_scaled_mm bitwise equal to the blockwise reference on the CPU; the
+  one-launch attention front equal to the unfused ops (random head counts, head and rotary dims,
+  gate, cache dtype and block size, padded slots, zero tokens), and on the CPU every step after
+  the projection equal to the reference.
 
 Value regimes (per block): normal values at a random binade, powers of two, E4M3 ties and scale
 edges (448 * 2^j, mantissa 1.75 and its neighbours), E2M3 ties and the 7.5 boundary, subnormals,
@@ -460,3 +463,99 @@ def test_fuzz_mxfp8_scaled_mm(seed, device):
         assert_equal_nan_by_position(got, want, "vs the blockwise reference")
     else:
         assert_bitwise_equal(got, mm("cpu")[0], "GPU vs CPU")
+
+
+# --- attention front -----------------------------------------------------------------------------
+
+
+def front_case(seed, device):
+    """Inputs of one attention_front call: a random configuration (hidden, heads, head_dim,
+    rotary_dim, gate), fuzzed x / residual / norm weights, padded slots, any cache dtype."""
+    g = rng(seed)
+    big = device == "cuda"
+    dtype = choose(g, ACT)
+    w_dtype = choose(g, (dtype, torch.float32))
+    hidden = 128 * rint(g, 1, 32 if big else 8)
+    d = 16 * rint(g, 1, 16 if big else 8)
+    rd = 2 * rint(g, 1, d // 2)
+    hkv = rint(g, 1, 4)
+    hq = hkv * rint(g, 1, 4)
+    gate = bool(rint(g, 0, 1))
+    m = choose(g, (0, 1, 2, 3, 5, 8, 9, 16, 17, 37) + ((64,) if big else ()))
+    n = hq * d * (2 if gate else 1) + 2 * hkv * d
+    kw = dict(num_q_heads=hq, num_kv_heads=hkv, head_dim=d, rotary_dim=rd, output_gate=gate,
+              eps=choose(g, (1e-6, 1e-5, 0.0)), weight_offset=choose(g, (1.0, 0.0)))
+    # The projection is fuzzed on its own above: plain normal weights, a binade per row.
+    w = (torch.randn(n, hidden, generator=g)
+         * torch.pow(2.0, torch.randint(-7, -2, (n, 1), generator=g).float())).to(dtype)
+    packed, scales = OPS.mxfp6_pack(w.to(device))
+    max_pos, block_size = 4096, choose(g, (1, 4, 16))
+    blocks = (max(m, 1) + block_size - 1) // block_size + rint(g, 0, 3)
+    slots = torch.randperm(blocks * block_size, generator=g)[:m]
+    slots = torch.where(torch.rand(m, generator=g) < 0.2, torch.full_like(slots, -1), slots)
+    ang = torch.rand(max_pos, rd // 2, generator=g, dtype=torch.float64) * 2 * torch.pi
+    cache_dtype = choose(g, (E4M3, dtype))
+    scale_choice = (0.75, 0.125, 1.0, 3.0, 2.0**-7)
+    c = dict(
+        x=values(m, hidden, dtype, g), residual=values(m, hidden, dtype, g),
+        norm_w=values(1, hidden, w_dtype, g, finite=True, spread=(-4, 4))[0],
+        packed=packed, scales=scales,
+        q_w=values(1, d, w_dtype, g, finite=True, spread=(-4, 4))[0],
+        k_w=values(1, d, w_dtype, g, finite=True, spread=(-4, 4))[0],
+        cos_sin=torch.cat([ang.cos(), ang.sin()], 1).to(choose(g, (torch.float32, dtype))),
+        positions=torch.randint(0, max_pos, (m,), generator=g), slots=slots,
+        cache_shape=(blocks, block_size, hkv, d), cache_dtype=cache_dtype,
+        k_scale=torch.tensor([choose(g, scale_choice)]),
+        v_scale=torch.tensor([choose(g, scale_choice)]),
+        kw=kw)
+    return c
+
+
+def front_run(c, device, fused):
+    """(q, gate, residual, key_cache, value_cache) of one call on fresh in-place tensors."""
+    dev = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in c.items()}
+    residual = dev["residual"].clone()
+    if c["cache_dtype"] == E4M3:  # slots that are not written keep these bytes
+        kc = torch.full(c["cache_shape"], 0x55, dtype=torch.uint8, device=device).view(E4M3)
+    else:
+        kc = torch.full(c["cache_shape"], 3.0, dtype=c["cache_dtype"], device=device)
+    vc = kc.clone()
+    args = (dev["x"], residual, dev["norm_w"], dev["packed"], dev["scales"], dev["q_w"], dev["k_w"],
+            dev["cos_sin"], dev["positions"], dev["slots"], kc, vc, dev["k_scale"], dev["v_scale"])
+    if fused:
+        q, gate = mxfuse.attention_front(*args, **c["kw"], fused=True)
+    else:
+        q, gate = mxfuse.attention_front_unfused(*args, **c["kw"])
+    return tuple(as_bytes(t) for t in (q, gate, residual, kc, vc))
+
+
+@requires_mxfp6
+@pytest.mark.parametrize("seed", seeds(6), ids=CASE_IDS)
+@pytest.mark.parametrize("device", DEVICES)
+def test_fuzz_attention_front(seed, device, restore_pdl):
+    """The one-launch front equals the unfused ops on the same device, bit for bit (SPEC §6), under
+    both poison bytes and a random launch mode on the GPU; on the CPU every step after the
+    projection, and the residual, also equal the pure-PyTorch reference."""
+    c = front_case(seed, device)
+    g = rng(seed + 1)
+    if device == "cuda":
+        mxfuse.set_pdl(choose(g, mxfuse.ops.PDL_MODES))
+        got = twice_poisoned(lambda: front_run(c, device, fused=True))
+    else:
+        got = front_run(c, device, fused=True)
+    want = front_run(c, device, fused=False)
+    for name, a, b in zip(("q", "gate", "residual", "key_cache", "value_cache"), got, want):
+        assert_bitwise_equal(a, b, f"fused vs unfused: {name}")
+    if device == "cpu":
+        kw = c["kw"]
+        s = ref.residual_add(c["x"], c["residual"])
+        y = ref.gemma_rmsnorm(s, c["norm_w"], kw["eps"], kw["weight_offset"])
+        qkv = OPS.mxfp6_linear(y, c["packed"], c["scales"])
+        none = {k: c[k][:0] for k in ("x", "residual", "positions", "slots")}
+        fresh = front_run(dict(c, **none), "cpu", fused=False)  # the caches as they start
+        kc, vc = (t.view(E4M3) if c["cache_dtype"] == E4M3 else t for t in fresh[3:])
+        wq, wg = ref.attention_front_from_qkv(qkv, c["q_w"], c["k_w"], c["cos_sin"], c["positions"],
+                                              c["slots"], kc, vc, c["k_scale"], c["v_scale"], **kw)
+        want_ref = (wq, wg, s, kc, vc)
+        for name, a, b in zip(("q", "gate", "residual", "key_cache", "value_cache"), got, want_ref):
+            assert_equal_nan_by_position(a, as_bytes(b), f"vs the reference: {name}")

@@ -387,8 +387,9 @@ def attention_front_unfused(x: Tensor, residual: Tensor, input_norm_weight: Tens
     m, d = x.shape[0], head_dim
     y = gemma_fused_add_rmsnorm(x, residual, input_norm_weight, eps, weight_offset)
     qkv = mxfp6_linear(y, packed, scales)
-    q_width = num_q_heads * d * (2 if output_gate else 1)
-    qg = qkv[:, :q_width].reshape(m, num_q_heads, -1)
+    head_width = d * (2 if output_gate else 1)  # explicit: -1 is ambiguous for M = 0
+    q_width = num_q_heads * head_width
+    qg = qkv[:, :q_width].reshape(m, num_q_heads, head_width)
     q = qg[..., :d]
     gate = qg[..., d:].contiguous()
     k = qkv[:, q_width:q_width + num_kv_heads * d].reshape(m, num_kv_heads, d)

@@ -512,8 +512,9 @@ def attention_front_from_qkv(qkv: Tensor, q_norm_weight: Tensor, k_norm_weight: 
     """SPEC §6 after the projection, from the rounded qkv rows [M, N]: q/k head norms, RoPE, the
     gate split and the cache write. Returns (q, gate)."""
     m, d = qkv.shape[0], head_dim
-    q_width = num_q_heads * d * (2 if output_gate else 1)
-    qg = qkv[:, :q_width].reshape(m, num_q_heads, -1)
+    head_width = d * (2 if output_gate else 1)
+    q_width = num_q_heads * head_width
+    qg = qkv[:, :q_width].reshape(m, num_q_heads, head_width)
     gate = qg[..., d:].clone()
     k = qkv[:, q_width:q_width + num_kv_heads * d].reshape(m, num_kv_heads, d)
     v = qkv[:, q_width + num_kv_heads * d:].reshape(m, num_kv_heads, d)
