@@ -34,10 +34,12 @@ from conftest import (
     OPS,
     assert_bitwise_equal,
     assert_equal_nan_by_position,
-    debug_poison,
+    generator,
     requires_mxfp6,
+    run_poisoned,
 )
 from mxfuse import reference as ref
+from test_mxfp6 import linear_bound
 
 CASES = int(os.environ.get("MXFUSE_FUZZ_CASES", "12"))
 E4M3 = torch.float8_e4m3fn
@@ -180,10 +182,6 @@ def untouched_outside(view, buf, what):
     assert torch.all(buf[mask] == SENTINEL), f"{what}: bytes outside the view were written"
 
 
-def rng(seed):
-    return torch.Generator().manual_seed(seed)
-
-
 def choose(g, options):
     return options[int(torch.randint(0, len(options), (1,), generator=g))]
 
@@ -192,19 +190,10 @@ def rint(g, lo, hi):
     return int(torch.randint(lo, hi + 1, (1,), generator=g))
 
 
-def as_bytes(t):
-    return t.view(torch.uint8) if t.dtype == E4M3 else t
-
-
-def twice_poisoned(fn):
-    """fn() under both debug poison bytes; the outputs must agree bit for bit."""
-    outs = []
-    for byte in (0x00, 0xFF):
-        with debug_poison(byte):
-            outs.append(fn())
-    for a, b in zip(outs[0], outs[1]):
-        assert_bitwise_equal(as_bytes(a), as_bytes(b), "outputs under poison 0x00 vs 0xFF")
-    return outs[1]
+def run_on(device, call):
+    """call()'s outputs; on the GPU run under both debug poison bytes, which must give the same
+    bits (every element written), and returned as CPU copies."""
+    return run_poisoned(call) if device == "cuda" else call()
 
 
 CASE_IDS = [f"seed{i}" for i in range(CASES)]
@@ -222,7 +211,7 @@ NORM_N = (1, 7, 31, 32, 96, 200, 256, 264, 512, 1000, 1024, 2048, 2080, 3072, 40
 
 
 def norm_case(seed, device):
-    g = rng(seed)
+    g = generator(seed)
     mx = bool(rint(g, 0, 1))
     add = bool(rint(g, 0, 1))
     dtype = choose(g, ACT)
@@ -260,9 +249,10 @@ def norm_on(device, c):
         r, rbuf = place(c["r"], c["r_layout"], device)
         r = r.view(x.shape)  # a 3-D x takes a 3-D residual
         out = run_norm(OPS, c, x, r, c["w"].to(device))
+        assert all(o.device.type == device for o in out)
         untouched_outside(r, rbuf, "residual")
         return (*(o.reshape(-1, o.shape[-1]) for o in out), r.reshape(c["r"].shape).clone())
-    return twice_poisoned(call) if device == "cuda" else call()
+    return run_on(device, call)
 
 
 @pytest.mark.parametrize("seed", seeds(1), ids=CASE_IDS)
@@ -274,17 +264,15 @@ def test_fuzz_norms(seed, device):
         r = c["r"].clone()
         want = (*run_norm(ref, c, c["x"], r, c["w"]), r)
         for i, (a, b) in enumerate(zip(got, want)):
-            assert_equal_nan_by_position(as_bytes(a), as_bytes(b), f"output {i} vs reference")
+            assert_equal_nan_by_position(a, b, f"output {i} vs reference")
     else:
-        cpu = norm_on("cpu", c)
-        for i, (a, b) in enumerate(zip(got, cpu)):
-            assert a.is_cuda
-            assert_bitwise_equal(as_bytes(a), as_bytes(b), f"output {i}: GPU vs CPU")
+        for i, (a, b) in enumerate(zip(got, norm_on("cpu", c))):
+            assert_bitwise_equal(a, b, f"output {i}: GPU vs CPU")
     if c["mx"]:  # fused == quantize(norm), on this device
         plain = dict(c, mx=False)
-        y = norm_on(device, plain)[0]
+        y = norm_on(device, plain)[0].to(device)
         codes, scales = OPS.mxfp8_quantize(y, c["rule"])
-        assert_bitwise_equal(as_bytes(got[0]), as_bytes(codes), "fused codes vs quantize(norm)")
+        assert_bitwise_equal(got[0], codes, "fused codes vs quantize(norm)")
         assert_bitwise_equal(got[1], scales, "fused scales vs quantize(norm)")
 
 
@@ -294,7 +282,7 @@ def test_fuzz_norms(seed, device):
 @pytest.mark.parametrize("seed", seeds(2), ids=CASE_IDS)
 @pytest.mark.parametrize("device", DEVICES)
 def test_fuzz_quantize_dequantize(seed, device):
-    g = rng(seed)
+    g = generator(seed)
     dtype = choose(g, (*ACT, torch.float32))
     n = 32 * rint(g, 1, 200 if device == "cuda" else 64)
     m = rint(g, 0, 130 if device == "cuda" else 24)
@@ -309,7 +297,7 @@ def test_fuzz_quantize_dequantize(seed, device):
             codes, scales = OPS.mxfp8_quantize(xv, rule)
             out = (codes, scales, OPS.mxfp8_dequantize(codes, scales, out_dtype))
             return tuple(o.reshape(-1, o.shape[-1]) for o in out)
-        return twice_poisoned(call) if dev == "cuda" else call()
+        return run_on(dev, call)
 
     codes = torch.randint(0, 256, (m, n), generator=g, dtype=torch.uint8).view(E4M3)
     sbytes = torch.randint(0, 256, (m, n // 32), generator=g, dtype=torch.uint8)
@@ -317,7 +305,7 @@ def test_fuzz_quantize_dequantize(seed, device):
     def dequant(dev):
         def call():
             return (OPS.mxfp8_dequantize(codes.to(dev), sbytes.to(dev), out_dtype),)
-        return twice_poisoned(call) if dev == "cuda" else call()
+        return run_on(dev, call)
 
     got = (*quant(device), *dequant(device))
     if device == "cpu":
@@ -325,10 +313,10 @@ def test_fuzz_quantize_dequantize(seed, device):
         want = (c, s, ref.mxfp8_dequantize(c, s, out_dtype),
                 ref.mxfp8_dequantize(codes, sbytes, out_dtype))
         for i, (a, b) in enumerate(zip(got, want)):
-            assert_equal_nan_by_position(as_bytes(a), as_bytes(b), f"output {i} vs reference")
+            assert_equal_nan_by_position(a, b, f"output {i} vs reference")
     else:
         for i, (a, b) in enumerate(zip(got, (*quant("cpu"), *dequant("cpu")))):
-            assert_bitwise_equal(as_bytes(a), as_bytes(b), f"output {i}: GPU vs CPU")
+            assert_bitwise_equal(a, b, f"output {i}: GPU vs CPU")
 
 
 # --- MXFP6 ---------------------------------------------------------------------------------------
@@ -340,7 +328,7 @@ UNPACK_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 @pytest.mark.parametrize("seed", seeds(3), ids=CASE_IDS)
 @pytest.mark.parametrize("device", DEVICES)
 def test_fuzz_mxfp6_pack_unpack_round(seed, device):
-    g = rng(seed)
+    g = generator(seed)
     dtype = choose(g, ACT)
     n = 16 * rint(g, 1, 12)
     k = 128 * rint(g, 1, 8)
@@ -357,7 +345,7 @@ def test_fuzz_mxfp6_pack_unpack_round(seed, device):
             untouched_outside(wr, wbuf, "mxfp6_round_'s w")
             return (packed, scales, wr.clone(),
                     *(OPS.mxfp6_unpack(packed, scales, d) for d in UNPACK_DTYPES))
-        return twice_poisoned(call) if dev == "cuda" else call()
+        return run_on(dev, call)
 
     got = ops(device)
     if device == "cpu":
@@ -369,7 +357,7 @@ def test_fuzz_mxfp6_pack_unpack_round(seed, device):
     else:
         for i, (a, b) in enumerate(zip(got, ops("cpu"))):
             assert_bitwise_equal(a, b, f"output {i}: GPU vs CPU")
-    packed, scales, wr = got[:3]
+    packed, scales, wr = (t.to(device) for t in got[:3])  # the invariants on this device
     assert_bitwise_equal(OPS.mxfp6_unpack(packed, scales, dtype), wr,
                          "unpack(pack(w)) vs round_(w)")
     if rule == "floor":
@@ -386,9 +374,7 @@ LINEAR_REGIMES = ("normal", "normal", "pow2", "e2m3_ties", "subnormal", "zero", 
 @pytest.mark.parametrize("seed", seeds(4), ids=CASE_IDS)
 @pytest.mark.parametrize("device", DEVICES)
 def test_fuzz_mxfp6_linear(seed, device, restore_pdl):
-    from test_mxfp6 import linear_bound
-
-    g = rng(seed)
+    g = generator(seed)
     dtype = choose(g, ACT)
     big = device == "cuda"
     n = 16 * rint(g, 1, 200 if big else 12)
@@ -409,7 +395,7 @@ def test_fuzz_mxfp6_linear(seed, device, restore_pdl):
         b = None if bias is None else bias.to(device)
         return OPS.mxfp6_linear(xv, packed, scales, b).reshape(-1, n)
 
-    got = twice_poisoned(lambda: (linear(slice(None)),))[0] if big else linear(slice(None))
+    got = run_on(device, lambda: (linear(slice(None)),))[0]
     want = x.double() @ w6.double().t() + (0 if bias is None else bias.double())
     err = (got.cpu().double() - want).abs()
     lim = linear_bound(x, w6, bias, dtype, want, device)
@@ -431,7 +417,7 @@ SCALE_RANGES = ((110, 145), (40, 70), (0, 255))
 @pytest.mark.parametrize("seed", seeds(5), ids=CASE_IDS)
 @pytest.mark.parametrize("device", DEVICES)
 def test_fuzz_mxfp8_scaled_mm(seed, device):
-    g = rng(seed)
+    g = generator(seed)
     layout = choose(g, ("1x32", "32x32"))
     m = rint(g, 0, 70)
     n = 32 * rint(g, 0 if layout == "1x32" else 1, 8)
@@ -455,7 +441,7 @@ def test_fuzz_mxfp8_scaled_mm(seed, device):
             bv = None if bias is None else bias.to(dev)
             return (OPS.mxfp8_scaled_mm(av.view(E4M3), asc.to(dev), b.to(dev), bsc.to(dev),
                                         out_dtype, bv, b_scale_layout=layout),)
-        return twice_poisoned(call) if dev == "cuda" else call()
+        return run_on(dev, call)
 
     got = mm(device)[0]
     if device == "cpu":
@@ -471,7 +457,7 @@ def test_fuzz_mxfp8_scaled_mm(seed, device):
 def front_case(seed, device):
     """Inputs of one attention_front call: a random configuration (hidden, heads, head_dim,
     rotary_dim, gate), fuzzed x / residual / norm weights, padded slots, any cache dtype."""
-    g = rng(seed)
+    g = generator(seed)
     big = device == "cuda"
     dtype = choose(g, ACT)
     w_dtype = choose(g, (dtype, torch.float32))
@@ -511,22 +497,27 @@ def front_case(seed, device):
     return c
 
 
+def fresh_caches(c, device):
+    """The key and value caches before a call (slots that are not written keep these values)."""
+    if c["cache_dtype"] == E4M3:
+        kc = torch.full(c["cache_shape"], 0x55, dtype=torch.uint8, device=device).view(E4M3)
+    else:
+        kc = torch.full(c["cache_shape"], 3.0, dtype=c["cache_dtype"], device=device)
+    return kc, kc.clone()
+
+
 def front_run(c, device, fused):
     """(q, gate, residual, key_cache, value_cache) of one call on fresh in-place tensors."""
     dev = {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in c.items()}
     residual = dev["residual"].clone()
-    if c["cache_dtype"] == E4M3:  # slots that are not written keep these bytes
-        kc = torch.full(c["cache_shape"], 0x55, dtype=torch.uint8, device=device).view(E4M3)
-    else:
-        kc = torch.full(c["cache_shape"], 3.0, dtype=c["cache_dtype"], device=device)
-    vc = kc.clone()
+    kc, vc = fresh_caches(c, device)
     args = (dev["x"], residual, dev["norm_w"], dev["packed"], dev["scales"], dev["q_w"], dev["k_w"],
             dev["cos_sin"], dev["positions"], dev["slots"], kc, vc, dev["k_scale"], dev["v_scale"])
     if fused:
         q, gate = mxfuse.attention_front(*args, **c["kw"], fused=True)
     else:
         q, gate = mxfuse.attention_front_unfused(*args, **c["kw"])
-    return tuple(as_bytes(t) for t in (q, gate, residual, kc, vc))
+    return q, gate, residual, kc, vc
 
 
 @requires_mxfp6
@@ -537,12 +528,10 @@ def test_fuzz_attention_front(seed, device, restore_pdl):
     both poison bytes and a random launch mode on the GPU; on the CPU every step after the
     projection, and the residual, also equal the pure-PyTorch reference."""
     c = front_case(seed, device)
-    g = rng(seed + 1)
+    g = generator(seed + 1)
     if device == "cuda":
         mxfuse.set_pdl(choose(g, mxfuse.ops.PDL_MODES))
-        got = twice_poisoned(lambda: front_run(c, device, fused=True))
-    else:
-        got = front_run(c, device, fused=True)
+    got = run_on(device, lambda: front_run(c, device, fused=True))
     want = front_run(c, device, fused=False)
     for name, a, b in zip(("q", "gate", "residual", "key_cache", "value_cache"), got, want):
         assert_bitwise_equal(a, b, f"fused vs unfused: {name}")
@@ -551,11 +540,9 @@ def test_fuzz_attention_front(seed, device, restore_pdl):
         s = ref.residual_add(c["x"], c["residual"])
         y = ref.gemma_rmsnorm(s, c["norm_w"], kw["eps"], kw["weight_offset"])
         qkv = OPS.mxfp6_linear(y, c["packed"], c["scales"])
-        none = {k: c[k][:0] for k in ("x", "residual", "positions", "slots")}
-        fresh = front_run(dict(c, **none), "cpu", fused=False)  # the caches as they start
-        kc, vc = (t.view(E4M3) if c["cache_dtype"] == E4M3 else t for t in fresh[3:])
+        kc, vc = fresh_caches(c, "cpu")
         wq, wg = ref.attention_front_from_qkv(qkv, c["q_w"], c["k_w"], c["cos_sin"], c["positions"],
                                               c["slots"], kc, vc, c["k_scale"], c["v_scale"], **kw)
         want_ref = (wq, wg, s, kc, vc)
         for name, a, b in zip(("q", "gate", "residual", "key_cache", "value_cache"), got, want_ref):
-            assert_equal_nan_by_position(a, as_bytes(b), f"vs the reference: {name}")
+            assert_equal_nan_by_position(a, b, f"vs the reference: {name}")
