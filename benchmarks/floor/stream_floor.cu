@@ -189,16 +189,22 @@ void launch(const void* fn, dim3 grid, dim3 block, size_t smem, bool pdl, void**
 void ld(torch::Tensor src, torch::Tensor out, int64_t grid, int64_t unroll, bool pdl, bool via_smem) {
   TORCH_CHECK(src.is_cuda() && src.is_contiguous() && src.numel() % 16 == 0, "src: contiguous CUDA, 16-byte multiple");
   TORCH_CHECK(out.numel() >= grid * 256, "out too small");
-  TORCH_CHECK(unroll == 4 || unroll == 8, "unroll: 4 or 8");
+  TORCH_CHECK(unroll == 1 || unroll == 2 || unroll == 4 || unroll == 8, "unroll: 1, 2, 4 or 8");
   const uint4* p = reinterpret_cast<const uint4*>(src.data_ptr());
   int64_t n16 = src.numel() / 16;
   uint32_t* o = reinterpret_cast<uint32_t*>(out.data_ptr());
   int ipdl = pdl ? 1 : 0;
   void* args[] = {&p, &n16, &o, &ipdl};
-  const void* fn = via_smem ? (unroll == 4 ? reinterpret_cast<const void*>(read_stream<4, true>)
-                                            : reinterpret_cast<const void*>(read_stream<8, true>))
-                            : (unroll == 4 ? reinterpret_cast<const void*>(read_stream<4, false>)
-                                           : reinterpret_cast<const void*>(read_stream<8, false>));
+  const auto pick = [&](auto via) -> const void* {
+    constexpr bool kVia = decltype(via)::value;
+    switch (unroll) {
+      case 1: return reinterpret_cast<const void*>(read_stream<1, kVia>);
+      case 2: return reinterpret_cast<const void*>(read_stream<2, kVia>);
+      case 4: return reinterpret_cast<const void*>(read_stream<4, kVia>);
+      default: return reinterpret_cast<const void*>(read_stream<8, kVia>);
+    }
+  };
+  const void* fn = via_smem ? pick(std::true_type()) : pick(std::false_type());
   launch(fn, dim3(grid), dim3(256), 0, pdl, args);
 }
 

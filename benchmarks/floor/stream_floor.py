@@ -1,6 +1,7 @@
 """How fast can any kernel read a linear's MXFP6 weight bytes in the benchmark's setting?
 
     python benchmarks/floor/stream_floor.py [--shapes 2560x6144 12288x6144] [--out PREFIX]
+    python benchmarks/floor/stream_floor.py --inflight [--shapes ...] [--out PREFIX]
 
 A measurement tool (NVIDIA sm_90 only; it builds `stream_floor.cu` with torch's extension loader).
 Every time is harness.graph_time_us: one CUDA graph of 128 back-to-back calls cycling 16 buffers of
@@ -21,6 +22,11 @@ Rows, per shape:
   M = 1, bf16, one CTA per SM, loader warps streaming plain loads into one shared-memory slot per
   tile, consumer warps decoding a tile as soon as it lands (`ooo`) or in order; it leaves the add
   of a row tile's partials across CTAs to this script (not timed). Checked against fp64 first.
+`--inflight` times only `ld` and `cp.async` over a grid of 1, 2, 4 and 8 CTAs per SM and 1, 2, 4 and 8
+loads per thread, and reports the bytes each SM has requested at once (CTAs per SM x 256 threads x
+loads x 16 bytes; cp.async rows whose shared memory would not fit are skipped), next to
+`mxfp6_linear` at M = 1 after a kernel (`on` with the capture check off) and in `on`: how fast a
+stream with as few bytes in flight as the shipped kernel keeps (about 15 KB per SM) can be.
 The "x bf16" column is the bf16 F.linear time over the row's: the speed-up a kernel that took as
 long as that row would have (issue #4 asks for 2.2x at M <= 8).
 """
@@ -74,6 +80,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", nargs="+", default=["2560x6144", "12288x6144"])
     ap.add_argument("--out", default="stream_floor")
+    ap.add_argument("--inflight", action="store_true", help="only the bytes-in-flight sweep")
     args = ap.parse_args()
     ext = load(name="mxf_stream_floor", sources=[os.path.join(HERE, "stream_floor.cu")],
                extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a"], verbose=False)
@@ -95,6 +102,29 @@ def main() -> None:
         ws0 = ws[0]
         del ws
         measured = [("bf16 F.linear", td)]
+        if args.inflight:
+            with harness.env_set("MXFUSE_FP6_NO_CAPTURE_CHECK", "1"):
+                t_after = harness.graph_time_us_per_pdl_mode(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]), ["on"])
+            measured.append(("mxfp6_linear on_after_kernel", t_after["on"]))
+            t_on = harness.graph_time_us_per_pdl_mode(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]), ["on"])
+            measured.append(("mxfp6_linear on", t_on["on"]))
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            for via in (False, True):
+                for per_sm in (1, 2, 4, 8):
+                    for u in (1, 2, 4, 8):
+                        if via and per_sm * u * 4096 > 200 * 1024:
+                            continue
+                        g = per_sm * sms
+                        kb = per_sm * 256 * u * 16 // 1024
+                        t = harness.graph_time_us(lambda i: ext.ld(bufs[i], out, g, u, True, via))
+                        measured.append((f"{'cp.async' if via else 'ld'} g{g} u{u} ({kb} KB/SM)", t))
+            for name, t in measured:
+                r = harness.make_row(name, {"n": n, "k": k}, t, nbytes, copy_gbs)
+                rows.append(r)
+                table.append([f"{n}x{k}", name, t, td / t, r.pct_copy, round(nbytes / t / 1e3)])
+                gbs = nbytes / t / 1e3
+                print(f"{n}x{k} {name:40s} {t:7.2f} us  {td / t:5.2f}x bf16  {gbs:6.0f} GB/s", flush=True)
+            continue
         t6 = harness.graph_time_us_per_pdl_mode(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]),
                                                 ["on", "prefetch_weights"])
         measured += [(f"mxfp6_linear {mode}", t) for mode, t in t6.items()]
@@ -120,10 +150,12 @@ def main() -> None:
             rows.append(r)
             table.append([f"{n}x{k}", name, t, td / t, r.pct_copy])
             print(f"{n}x{k} {name:40s} {t:7.2f} us  {td / t:5.2f}x bf16  {r.pct_copy:5.1f}% copy", flush=True)
+    cols = ["N x K", "kernel", "us", "x bf16", "% copy"] + (["GB/s"] if args.inflight else [])
     md = (f"# Read-only floor of the MXFP6 weight stream, NVIDIA H200\n\nCommand: `python "
-          f"benchmarks/floor/stream_floor.py --shapes {' '.join(args.shapes)}`. Copy bandwidth "
-          f"{copy_gbs:.0f} GB/s in the same run. Bytes: packed + scales. See the script's docstring.\n\n"
-          + harness.md_table(["N x K", "kernel", "us", "x bf16", "% copy"], table))
+          f"benchmarks/floor/stream_floor.py{' --inflight' if args.inflight else ''} --shapes "
+          f"{' '.join(args.shapes)}`. Copy bandwidth {copy_gbs:.0f} GB/s in the same run. Bytes: "
+          f"packed + scales (the mxfp6_linear rows also read x and write out). See the script's "
+          f"docstring.\n\n" + harness.md_table(cols, table))
     harness.write_results(args.out, {"env": harness.environment(), "copy_gbs": copy_gbs, "rows": rows}, md)
     print(md)
 
