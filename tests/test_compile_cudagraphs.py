@@ -57,8 +57,11 @@ class Front(torch.nn.Module):
         def w(n, k):
             return (torch.randn(n, k, generator=g) * k ** -0.5).to(torch.bfloat16).cuda()
 
-        self.register_buffer("norm_w", (torch.randn(HIDDEN, generator=g) * 0.1).to(torch.bfloat16).cuda())
-        self.register_buffer("norm2_w", (torch.randn(Z_ROWS, generator=g) * 0.1).to(torch.bfloat16).cuda())
+        def norm_weight(n):
+            return (torch.randn(n, generator=g) * 0.1).to(torch.bfloat16).cuda()
+
+        self.register_buffer("norm_w", norm_weight(HIDDEN))
+        self.register_buffer("norm2_w", norm_weight(Z_ROWS))
         for name, n, k in (("q", Q_ROWS, HIDDEN), ("k", K_ROWS, HIDDEN), ("z", Z_ROWS, Q_ROWS)):
             packed, scales = OPS.mxfp6_pack(w(n, k), "floor")
             self.register_buffer(f"{name}_packed", packed)
