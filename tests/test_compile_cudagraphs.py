@@ -19,6 +19,7 @@ import pytest
 import torch
 from conftest import OPS, assert_bitwise_equal, randn, requires_mxfp6
 from mxfuse import MXFP8_KEY, QuantizedActivation
+from test_mxfp6_gpu import captured_modes, pdl_code_available
 
 pytestmark = [
     requires_mxfp6,
@@ -28,15 +29,6 @@ pytestmark = [
 
 HIDDEN, Q_ROWS, K_ROWS, Z_ROWS, O_ROWS = 2048, 2048, 1024, 1024, 512
 EPS = 1e-6
-
-
-def pdl_code_available() -> bool:
-    return OPS._device_code_arch(0) >= 90
-
-
-def captured_modes() -> tuple[int, int]:
-    """(MXFP6 linear launches switched to mode 2 or 3, of them to mode 3) so far."""
-    return OPS._fp6_captured_prefetches(), OPS._fp6_captured_independent()
 
 
 def cudagraph_skips() -> int:
