@@ -9,7 +9,8 @@ cudagraph skip). Under capture the MXFP6 linear's capture check (launch_mxfp6_li
 nodes Inductor recorded: the second projection of the normed x runs whole before its dependency
 wait (mode 3), and the linear that reads the first projection's output gets its weights early
 only (mode 2). The counters check that this happened inside Inductor's graph, and the bits that it
-was safe. The in-place fused add + norm is checked the same way, residual included.
+was safe. The in-place fused add + norm must give eager's bits and residual at every call too;
+Inductor runs it outside a CUDA graph, since it updates an input.
 """
 
 from __future__ import annotations

@@ -76,20 +76,78 @@ def proto_check(ext, pack, w, x, n: int, k: int, variant: int, ooo: bool) -> flo
     return ((y - ref).norm() / ref.norm()).item()
 
 
+def load_ext():
+    """stream_floor.cu built (once per machine) with torch's extension loader."""
+    return load(name="mxf_stream_floor", sources=[os.path.join(HERE, "stream_floor.cu")],
+                extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a"], verbose=False)
+
+
+def weight_bytes(n: int, k: int) -> int:
+    """Bytes of an N x K MXFP6 weight: packed codes + scales."""
+    return n * k * 3 // 4 + n * k // 32
+
+
+def inflight_sweep(ext, bufs, out, xs, packs) -> list[tuple[str, float]]:
+    """mxfp6_linear after a kernel and in `on`, then `ld` / `cp.async` over CTAs per SM and copies
+    per thread (the bytes each SM requests at once in the name)."""
+    def linear(i):
+        return mxfuse.mxfp6_linear(xs[i], *packs[i])
+
+    with harness.env_set("MXFUSE_FP6_NO_CAPTURE_CHECK", "1"):
+        measured = [("mxfp6_linear on_after_kernel", harness.graph_time_us_per_pdl_mode(linear, ["on"])["on"])]
+    measured.append(("mxfp6_linear on", harness.graph_time_us_per_pdl_mode(linear, ["on"])["on"]))
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for via in (False, True):
+        for per_sm in (1, 2, 4, 8):
+            for u in (1, 2, 4, 8):
+                if via and per_sm * u * 4096 > 200 * 1024:  # its shared memory would not fit
+                    continue
+                g, kb = per_sm * sms, per_sm * 256 * u * 16 // 1024
+                t = harness.graph_time_us(lambda i: ext.ld(bufs[i], out, g, u, True, via))
+                measured.append((f"{'cp.async' if via else 'ld'} g{g} u{u} ({kb} KB/SM)", t))
+    return measured
+
+
+def other_rows(ext, bufs, out, xs, packs, w0, n, k) -> list[tuple[str, float]]:
+    """mxfp6_linear in `on` and `prefetch_weights`, the LD / cp.async / TMA read kernels, and the
+    arrival-order prototype where the weight is small enough."""
+    measured = []
+    t6 = harness.graph_time_us_per_pdl_mode(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]),
+                                            ["on", "prefetch_weights"])
+    measured += [(f"mxfp6_linear {mode}", t) for mode, t in t6.items()]
+    for g, u in LD:
+        measured.append((f"ld g{g} u{u}", harness.graph_time_us(lambda i: ext.ld(bufs[i], out, g, u, True, False))))
+    for g, u in LD:
+        measured.append((f"cp.async g{g} u{u}", harness.graph_time_us(lambda i: ext.ld(bufs[i], out, g, u, True, True))))
+    for sb, st, pre in TMA:
+        t = harness.graph_time_us(lambda i: ext.tma(bufs[i], out, sb, st, True, pre))
+        measured.append((f"tma s{sb} x{st}{' pre' if pre else ''}", t))
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if (n // 16 * (k // 128) + sms - 1) // sms <= 64:
+        ws_p = torch.zeros(sms * 4 * 16, dtype=torch.float32, device="cuda")
+        for v, name in PROTO.items():
+            for ooo in (True, False):
+                err = proto_check(ext, packs[0], w0, xs[0], n, k, v, ooo)
+                if not err < 1e-5:
+                    raise SystemExit(f"proto {name} ooo={ooo} at {n}x{k}: rel err {err}")
+                t = harness.graph_time_us(lambda i: ext.proto(packs[i][0], packs[i][1], xs[i], ws_p, n, k, ooo, v))
+                measured.append((f"proto {name} {'ooo' if ooo else 'inorder'} (err {err:.1e})", t))
+    return measured
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", nargs="+", default=["2560x6144", "12288x6144"])
     ap.add_argument("--out", default="stream_floor")
     ap.add_argument("--inflight", action="store_true", help="only the bytes-in-flight sweep")
     args = ap.parse_args()
-    ext = load(name="mxf_stream_floor", sources=[os.path.join(HERE, "stream_floor.cu")],
-               extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a"], verbose=False)
+    ext = load_ext()
     torch.manual_seed(0)
     copy_gbs = harness.copy_bandwidth_gbs()
     print(f"copy bandwidth: {copy_gbs:.0f} GB/s (read + write)", flush=True)
     rows, table = [], []
     for n, k in harness.parse_shapes(args.shapes):
-        nbytes = n * k * 3 // 4 + n * k // 32  # packed + scales
+        nbytes = weight_bytes(n, k)
         bufs = [torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device="cuda") for _ in range(harness.INPUT_SETS)]
         out = torch.zeros(1 << 20, dtype=torch.int32, device="cuda")
         ws = [torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * 0.02 for _ in range(harness.INPUT_SETS)]
@@ -103,53 +161,16 @@ def main() -> None:
         del ws
         measured = [("bf16 F.linear", td)]
         if args.inflight:
-            with harness.env_set("MXFUSE_FP6_NO_CAPTURE_CHECK", "1"):
-                t_after = harness.graph_time_us_per_pdl_mode(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]), ["on"])
-            measured.append(("mxfp6_linear on_after_kernel", t_after["on"]))
-            t_on = harness.graph_time_us_per_pdl_mode(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]), ["on"])
-            measured.append(("mxfp6_linear on", t_on["on"]))
-            sms = torch.cuda.get_device_properties(0).multi_processor_count
-            for via in (False, True):
-                for per_sm in (1, 2, 4, 8):
-                    for u in (1, 2, 4, 8):
-                        if via and per_sm * u * 4096 > 200 * 1024:
-                            continue
-                        g = per_sm * sms
-                        kb = per_sm * 256 * u * 16 // 1024
-                        t = harness.graph_time_us(lambda i: ext.ld(bufs[i], out, g, u, True, via))
-                        measured.append((f"{'cp.async' if via else 'ld'} g{g} u{u} ({kb} KB/SM)", t))
-            for name, t in measured:
-                r = harness.make_row(name, {"n": n, "k": k}, t, nbytes, copy_gbs)
-                rows.append(r)
-                table.append([f"{n}x{k}", name, t, td / t, r.pct_copy, round(nbytes / t / 1e3)])
-                gbs = nbytes / t / 1e3
-                print(f"{n}x{k} {name:40s} {t:7.2f} us  {td / t:5.2f}x bf16  {gbs:6.0f} GB/s", flush=True)
-            continue
-        t6 = harness.graph_time_us_per_pdl_mode(lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]),
-                                                ["on", "prefetch_weights"])
-        measured += [(f"mxfp6_linear {mode}", t) for mode, t in t6.items()]
-        for g, u in LD:
-            measured.append((f"ld g{g} u{u}", harness.graph_time_us(lambda i: ext.ld(bufs[i], out, g, u, True, False))))
-        for g, u in LD:
-            measured.append((f"cp.async g{g} u{u}", harness.graph_time_us(lambda i: ext.ld(bufs[i], out, g, u, True, True))))
-        for sb, st, pre in TMA:
-            t = harness.graph_time_us(lambda i: ext.tma(bufs[i], out, sb, st, True, pre))
-            measured.append((f"tma s{sb} x{st}{' pre' if pre else ''}", t))
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        if (n // 16 * (k // 128) + sms - 1) // sms <= 64:
-            ws_p = torch.zeros(sms * 4 * 16, dtype=torch.float32, device="cuda")
-            for v, name in PROTO.items():
-                for ooo in (True, False):
-                    err = proto_check(ext, packs[0], ws0, xs[0], n, k, v, ooo)
-                    if not err < 1e-5:
-                        raise SystemExit(f"proto {name} ooo={ooo} at {n}x{k}: rel err {err}")
-                    t = harness.graph_time_us(lambda i: ext.proto(packs[i][0], packs[i][1], xs[i], ws_p, n, k, ooo, v))
-                    measured.append((f"proto {name} {'ooo' if ooo else 'inorder'} (err {err:.1e})", t))
+            measured += inflight_sweep(ext, bufs, out, xs, packs)
+        else:
+            measured += other_rows(ext, bufs, out, xs, packs, ws0, n, k)
         for name, t in measured:
             r = harness.make_row(name, {"n": n, "k": k}, t, nbytes, copy_gbs)
             rows.append(r)
-            table.append([f"{n}x{k}", name, t, td / t, r.pct_copy])
-            print(f"{n}x{k} {name:40s} {t:7.2f} us  {td / t:5.2f}x bf16  {r.pct_copy:5.1f}% copy", flush=True)
+            gbs = nbytes / t / 1e3
+            table.append([f"{n}x{k}", name, t, td / t, r.pct_copy] + ([round(gbs)] if args.inflight else []))
+            print(f"{n}x{k} {name:40s} {t:7.2f} us  {td / t:5.2f}x bf16  {r.pct_copy:5.1f}% copy  "
+                  f"{gbs:6.0f} GB/s", flush=True)
     cols = ["N x K", "kernel", "us", "x bf16", "% copy"] + (["GB/s"] if args.inflight else [])
     md = (f"# Read-only floor of the MXFP6 weight stream, NVIDIA H200\n\nCommand: `python "
           f"benchmarks/floor/stream_floor.py{' --inflight' if args.inflight else ''} --shapes "
