@@ -158,12 +158,12 @@ def launch_shape_cases(sms):
     ]
 
 
-@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("m", [1, 16, 17])
 def test_heuristic_picks_the_documented_launch_shape(m):
     # The kernel launched (its template arguments in the profiler's name) must be the one the
-    # documented rule gives, for this GPU's SM count, at each branch; the M <= 16 kernel runs the
-    # eight-warp shapes as four warps of two chains. HIP and builds without sm_90 code have no
-    # clusters; HIP runs one portable shape for every weight.
+    # documented rule gives, for this GPU's SM count, at each branch; the M <= 16 kernel and the
+    # 32-row kernel above it run the eight-warp shapes as four warps of two chains. HIP and builds
+    # without sm_90 code have no clusters; HIP runs one portable shape for every weight.
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
     clusters = torch.cuda.get_device_capability() >= (9, 0) and OPS._device_code_arch(0) >= 90
@@ -173,11 +173,12 @@ def test_heuristic_picks_the_documented_launch_shape(m):
         r"fp6_linear_kernel<[^,]*, (\d+), (\d+), (\d+), (\d+), (\d+), \d+, [^,]*, (true|false)>")
     for n, k in launch_shape_cases(sms):
         rt, warps, split = (1, 4, 1) if torch.version.hip else expected_launch_shape(n, k, sms, clusters)
+        nb = 1 if m <= 8 else 2 if m <= 16 else 4
         if m > 8 and rt == 2 and warps == 8:
-            want = (2, 2, 4, 2, split)
+            want = (nb, 2, 4, 2, split)
         else:
-            want = (1 if m <= 8 else 2, rt, warps, 1, split)
-        wide = m > 8 and rt == 2 and n // 32 * split <= 3 * sms
+            want = (nb, rt, warps, 1, split)
+        wide = nb == 2 and rt == 2 and n // 32 * split <= 3 * sms
         packed = torch.zeros(n // 16, k // 128, 1536, dtype=torch.uint8, device="cuda")
         scales = torch.full((n, k // 32), 127, dtype=torch.uint8, device="cuda")
         x = torch.ones(m, k, dtype=torch.bfloat16, device="cuda")
@@ -249,7 +250,7 @@ def test_identity_x_gives_every_weight_exactly(dtype, item, wide, shape, monkeyp
     # x = I: out[m, n] = W6[n, m] is one product by 1 plus exact zeros, so every decoded weight
     # must come out exactly (one rounding of the fp32 value to the output dtype; +0 == -0).
     # This checks the fast path's bit-level decode of every code at every lane position, both
-    # scale paths, the M <= 8 kernel (8-row slices) and the M <= 16 kernel (the full batch), with
+    # scale paths, the M <= 8 kernel (8-row slices) and the 32-row kernel (the full batch), with
     # two-row-tile kernels streaming a row tile (item 1) or a whole tile (item 2) at a time. The
     # two-row-tile M <= 16 kernels here run as the register-wide twin by default (shift decode,
     # bf16) and as the 128-register kernel with wide = 1 (spread decode).
@@ -267,6 +268,44 @@ def test_identity_x_gives_every_weight_exactly(dtype, item, wide, shape, monkeyp
     for m0 in range(0, k, 8):
         got8 = OPS.mxfp6_linear(eye[m0:m0 + 8], packed, scales)
         assert torch.equal(got8, want[m0:m0 + 8]), f"rows {m0}..{m0 + 7}: M <= 8 kernel differs"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(
+    "shape",
+    [None, ("1", "4", "1"), ("1", "8", "2"), ("2", "4", "1"), ("2", "8", "1"), ("2", "8", "4"), ("2", "4", "4")],
+    ids=lambda s: "heuristic" if s is None else f"rt{s[0]}w{s[1]}s{s[2]}",
+)
+def test_rows_of_x_per_cta_above_16_give_the_same_bits(dtype, shape, monkeypatch):
+    # Above M = 16 a CTA takes 32 rows of x (four n8 blocks); MXFUSE_FP6_ROWS_X=16 runs the M <= 16
+    # kernel once per 16 rows instead. Same chains, same mma sequence per row: the same bits, on
+    # weights whose tiles take both scale paths (adversarial_packed), for M = 17 .. 33 (partial
+    # and whole 32-row blocks) and each row alone (the M <= 8 kernel).
+    if shape is not None:
+        for name, v in zip(("RT", "WARPS", "SPLIT"), shape):
+            monkeypatch.setenv(f"MXFUSE_FP6_{name}", v)
+    n, k = 64, 2048
+    packed, scales = adversarial_packed(n, k, 31)
+    x = randn((33, k), dtype, 32, 1.0).cuda()
+    n8_blocks = re.compile(r"fp6_linear_kernel<[^,]*, (\d+),")
+
+    def run(m):  # the output, and the n8 blocks per CTA of the kernels launched
+        out, names = launched_kernels(lambda: OPS.mxfp6_linear(x[:m], packed, scales),
+                                      "fp6_linear_kernel")
+        return out, {int(n8_blocks.search(s).group(1)) for s in names}
+
+    want16 = {}
+    monkeypatch.setenv("MXFUSE_FP6_ROWS_X", "16")
+    for m in (17, 24, 32, 33):
+        want16[m], blocks = run(m)
+        assert blocks == {2}, f"M={m}, MXFUSE_FP6_ROWS_X=16: launched kernels of {blocks} n8 blocks"
+    monkeypatch.delenv("MXFUSE_FP6_ROWS_X")
+    for m in (17, 24, 32, 33):
+        got, blocks = run(m)
+        assert blocks == {4}, f"M={m}: launched kernels of {blocks} n8 blocks, want 4"
+        assert_bitwise_equal(got, want16[m], f"M={m}: 32 rows per CTA vs 16")
+    alone = torch.cat([OPS.mxfp6_linear(x[i:i + 1], packed, scales) for i in range(33)])
+    assert_bitwise_equal(alone, want16[33], "each row alone vs in M=33")
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

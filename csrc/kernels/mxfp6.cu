@@ -88,13 +88,19 @@ error_t launch_mxfp6_unpack(const Fp6UnpackParams& p, stream_t stream) {
   return last_error();
 }
 
-// Kernels by activation dtype and x row block (M <= 8: one n8 block, else two); the launch shape
-// inside depends on the weight shape only (batch invariance, mxfp6_linear.cuh).
+// Kernels by activation dtype and x row block (M <= 8: one n8 block; M <= 16: two; above: 32 rows
+// per CTA, four, unless MXFUSE_FP6_ROWS_X=16 asks for the M <= 16 kernel once per 16 rows); the
+// launch shape inside depends on the weight shape only, and every kernel runs the same mma
+// sequence per row (batch invariance, mxfp6_linear.cuh). H200, M >= 17: 1.1-1.4x faster with 32
+// rows per CTA (docs/PERF_NOTES.md, thirty-second session).
 namespace {
 error_t launch_linear_kernels(const Fp6LinearParams& p, stream_t stream) {
-  const bool small = p.m <= 8;
-  if (p.act == Dtype::kBF16) return small ? fp6::linear_bf16_m8(p, stream) : fp6::linear_bf16_m16(p, stream);
-  return small ? fp6::linear_fp16_m8(p, stream) : fp6::linear_fp16_m16(p, stream);
+  const bool bf16 = p.act == Dtype::kBF16;
+  if (p.m <= 8) return bf16 ? fp6::linear_bf16_m8(p, stream) : fp6::linear_fp16_m8(p, stream);
+  if (p.m <= 16 || p.rows_x_override == 16) {
+    return bf16 ? fp6::linear_bf16_m16(p, stream) : fp6::linear_fp16_m16(p, stream);
+  }
+  return bf16 ? fp6::linear_bf16_m32(p, stream) : fp6::linear_fp16_m32(p, stream);
 }
 
 std::atomic<int64_t> g_captured_prefetches{0}, g_captured_independent{0};

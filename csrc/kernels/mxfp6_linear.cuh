@@ -9,8 +9,9 @@
 // in a fixed order. On sm_90 the kS CTAs of a thread-block cluster split K into contiguous
 // ranges, so that small N still fills every SM, and push their partial sums into the leader
 // CTA's shared memory, which adds them in a fixed order. The weights are the A operand of mma.m16n8k16
-// (rows = output features), x is B (columns = tokens), so decode (M <= 8) uses one n8 block and
-// M <= 16 two. The k order inside an mma is permuted so each lane decodes the six contiguous
+// (rows = output features), x is B (columns = tokens), so decode (M <= 8) uses one n8 block,
+// M <= 16 two, and larger M four per CTA (32 rows of x: each decoded weight feeds four mmas).
+// The k order inside an mma is permuted so each lane decodes the six contiguous
 // bytes (8 codes) it owns within a group with byte permutes: lane t of a quad holds codes
 // 8t..8t+7 of a group and pairs them (c0,c4) (c1,c5) (c2,c6) (c3,c7); x is loaded as 8
 // contiguous values and permuted the same way. Codes decode exactly: the 5 magnitude bits are
@@ -926,14 +927,20 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
 
 // Registers per thread the launch bounds allow: 64 for one row tile and one n8 block (32 warps
 // per SM), about 96 for two row tiles or two n8 blocks (85 with eight warps, so that three CTAs
-// fit), 128 for both.
-template <int kNB, int kRT, int kW>
-constexpr int kMinBlocks = kRT == 2 && kW == 8 ? 3 : (kNB * kRT == 1 ? 32 : kNB * kRT == 2 ? 21 : 16) / kW;
+// fit), 128 for both. The M > 16 kernels (four n8 blocks: x of a whole tile ahead is 64 registers)
+// of four warps are held to three CTAs per SM with one chain per warp (168 registers; nvcc 13.0,
+// sm_90a: up to 68 bytes of spill) and two with two chains (235-243, no spill); eight warps, one.
+// H200, against two CTAs for both (experiments/h200_s32.md): one chain 1.07-1.31x faster at
+// 2560 x 6144, M = 17 .. 1024; two chains (12288 x 6144) 1.08x at M = 17 but 5-8% slower at
+// M = 64 and 1024.
+template <int kNB, int kRT, int kW, int kV>
+constexpr int kMinBlocks = kNB >= 4 ? (kW == 4 ? (kV == 1 ? 3 : 2) : 1)
+                           : kRT == 2 && kW == 8 ? 3 : (kNB * kRT == 1 ? 32 : kNB * kRT == 2 ? 21 : 16) / kW;
 // kWide: a bf16 linear of two row tiles and two n8 blocks per warp, four warps, held to three CTAs
 // per SM (168 registers instead of 128) for grids that need no more than three per SM; with that
 // room it decodes without the spread form (linear_mma). Same mma sequence, same bits.
-template <int kNB, int kRT, int kW, bool kWide>
-constexpr int kMinBlocksFor = kWide ? 3 : kMinBlocks<kNB, kRT, kW>;
+template <int kNB, int kRT, int kW, int kV, bool kWide>
+constexpr int kMinBlocksFor = kWide ? 3 : kMinBlocks<kNB, kRT, kW, kV>;
 template <Dtype kAct, int kNB, int kRT, int kW, typename P>
 constexpr bool kHasWide =
     kAct == Dtype::kBF16 && kNB == 2 && kRT == 2 && kW == 4 && std::is_same_v<P, Fp6LinearParams>;
@@ -941,7 +948,7 @@ constexpr bool kHasWide =
 // Grid: one CTA per (kRT row tiles, block of x rows, K split); the kS CTAs of one split form a
 // cluster (consecutive block indices).
 template <Dtype kAct, int kNB, int kRT, int kW, int kV, int kS, int kItemRT, typename P, bool kWide = false>
-__global__ void __launch_bounds__(kW * 32, (kMinBlocksFor<kNB, kRT, kW, kWide>))
+__global__ void __launch_bounds__(kW * 32, (kMinBlocksFor<kNB, kRT, kW, kV, kWide>))
     fp6_linear_kernel(const P pp) {
   constexpr bool kFront = std::is_same_v<P, FrontParams>;
   const Fp6LinearParams& p = linear_of(pp);
@@ -1210,7 +1217,8 @@ error_t launch_linear_typed(const P& pp, stream_t stream) {
 }  // namespace mxf::kernels
 
 // The body of one entry of mxfp6_entries.h: the launch of the kernels for activation dtype ACT
-// (Dtype::kBF16 or kFP16), NB n8 blocks of x rows (1: M <= 8, 2: M <= 16) and params type P.
+// (Dtype::kBF16 or kFP16), NB n8 blocks of x rows per CTA (1: M <= 8, 2: M <= 16, 4: larger M, the
+// linear only) and params type P.
 #define MXF_FP6_DEFINE_ENTRY(NAME, ACT, NB, P)                      \
   namespace mxf::kernels::fp6 {                                    \
   error_t NAME(const P& p, stream_t stream) {                      \

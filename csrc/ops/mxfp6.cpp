@@ -131,6 +131,7 @@ void set_linear_device(Fp6LinearParams& p) {
   p.rt_override = env_int("MXFUSE_FP6_RT");
   p.item_rt = env_int("MXFUSE_FP6_ITEM_RT");
   p.wide_override = env_int("MXFUSE_FP6_WIDE");
+  p.rows_x_override = env_int("MXFUSE_FP6_ROWS_X");
   p.capture_check_off = env_int("MXFUSE_FP6_NO_CAPTURE_CHECK");
   p.pdl = static_cast<int>(pdl_mode());
   p.smem_per_sm = static_cast<int>(prop->sharedMemPerMultiprocessor);
