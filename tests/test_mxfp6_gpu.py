@@ -158,6 +158,35 @@ def launch_shape_cases(sms):
     ]
 
 
+# Template arguments of an fp6_linear_kernel in the profiler's kernel name: (n8 blocks, row tiles
+# per warp, warps, chains per warp, K split), and the last one: the register-wide twin of the bf16
+# two-row-tile, two-n8-block kernels (four warps), which runs where the grid needs at most three
+# CTAs per SM.
+LINEAR_KERNEL_ARGS = re.compile(
+    r"fp6_linear_kernel<[^,]*, (\d+), (\d+), (\d+), (\d+), (\d+), \d+, [^,]*, (true|false)>")
+
+
+def launched_linear_shapes(call):
+    """call()'s result, the names of the fp6_linear_kernels it launched, and for each
+    ((n8 blocks, row tiles, warps, chains, split), register-wide twin)."""
+    out, names = launched_kernels(call, "fp6_linear_kernel")
+    shapes = [(tuple(int(v) for v in mt.groups()[:5]), mt.group(6) == "true")
+              for mt in map(LINEAR_KERNEL_ARGS.search, names) if mt]
+    return out, names, shapes
+
+
+def set_launch_shape(monkeypatch, shape):
+    """MXFUSE_FP6_RT / _WARPS / _SPLIT from a (rt, warps, split) tuple of strings; None: the
+    heuristic's."""
+    if shape is not None:
+        for name, v in zip(("RT", "WARPS", "SPLIT"), shape):
+            monkeypatch.setenv(f"MXFUSE_FP6_{name}", v)
+
+
+def shape_id(shape):
+    return "heuristic" if shape is None else f"rt{shape[0]}w{shape[1]}s{shape[2]}"
+
+
 @pytest.mark.parametrize("m", [1, 16, 17])
 def test_heuristic_picks_the_documented_launch_shape(m):
     # The kernel launched (its template arguments in the profiler's name) must be the one the
@@ -167,10 +196,6 @@ def test_heuristic_picks_the_documented_launch_shape(m):
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
     clusters = torch.cuda.get_device_capability() >= (9, 0) and OPS._device_code_arch(0) >= 90
-    # The last template argument: the register-wide twin of the bf16 two-row-tile, two-n8-block
-    # kernels (four warps), which runs where the grid needs at most three CTAs per SM.
-    pattern = re.compile(
-        r"fp6_linear_kernel<[^,]*, (\d+), (\d+), (\d+), (\d+), (\d+), \d+, [^,]*, (true|false)>")
     for n, k in launch_shape_cases(sms):
         rt, warps, split = (1, 4, 1) if torch.version.hip else expected_launch_shape(n, k, sms, clusters)
         nb = 1 if m <= 8 else 2 if m <= 16 else 4
@@ -182,9 +207,7 @@ def test_heuristic_picks_the_documented_launch_shape(m):
         packed = torch.zeros(n // 16, k // 128, 1536, dtype=torch.uint8, device="cuda")
         scales = torch.full((n, k // 32), 127, dtype=torch.uint8, device="cuda")
         x = torch.ones(m, k, dtype=torch.bfloat16, device="cuda")
-        _, names = launched_kernels(lambda: OPS.mxfp6_linear(x, packed, scales), "fp6_linear_kernel")
-        got = [(tuple(int(v) for v in mt.groups()[:5]), mt.group(6) == "true")
-               for mt in map(pattern.search, names) if mt]
+        _, names, got = launched_linear_shapes(lambda: OPS.mxfp6_linear(x, packed, scales))
         assert got == [(want, wide)], (
             f"{n} x {k}, M = {m}, {sms} SMs: launched {names}, want (kNB, rt, W, V, S) {want}, wide {wide}")
 
@@ -244,7 +267,7 @@ def adversarial_packed(n, k, seed):
     "shape",
     [None, ("1", "4", "1"), ("2", "4", "1"), ("2", "8", "1"), ("1", "8", "2"), ("2", "8", "2"), ("2", "8", "4"),
      ("2", "4", "4")],
-    ids=lambda s: "heuristic" if s is None else f"rt{s[0]}w{s[1]}s{s[2]}",
+    ids=shape_id,
 )
 def test_identity_x_gives_every_weight_exactly(dtype, item, wide, shape, monkeypatch):
     # x = I: out[m, n] = W6[n, m] is one product by 1 plus exact zeros, so every decoded weight
@@ -256,9 +279,7 @@ def test_identity_x_gives_every_weight_exactly(dtype, item, wide, shape, monkeyp
     # bf16) and as the 128-register kernel with wide = 1 (spread decode).
     monkeypatch.setenv("MXFUSE_FP6_ITEM_RT", item)
     monkeypatch.setenv("MXFUSE_FP6_WIDE", wide)
-    if shape is not None:
-        for name, v in zip(("RT", "WARPS", "SPLIT"), shape):
-            monkeypatch.setenv(f"MXFUSE_FP6_{name}", v)
+    set_launch_shape(monkeypatch, shape)
     n, k = 64, 512
     packed, scales = adversarial_packed(n, k, 21)
     want = OPS.mxfp6_unpack(packed, scales, torch.float32).t().to(dtype)
@@ -274,25 +295,21 @@ def test_identity_x_gives_every_weight_exactly(dtype, item, wide, shape, monkeyp
 @pytest.mark.parametrize(
     "shape",
     [None, ("1", "4", "1"), ("1", "8", "2"), ("2", "4", "1"), ("2", "8", "1"), ("2", "8", "4"), ("2", "4", "4")],
-    ids=lambda s: "heuristic" if s is None else f"rt{s[0]}w{s[1]}s{s[2]}",
+    ids=shape_id,
 )
 def test_rows_of_x_per_cta_above_16_give_the_same_bits(dtype, shape, monkeypatch):
     # Above M = 16 a CTA takes 32 rows of x (four n8 blocks); MXFUSE_FP6_ROWS_X=16 runs the M <= 16
     # kernel once per 16 rows instead. Same chains, same mma sequence per row: the same bits, on
     # weights whose tiles take both scale paths (adversarial_packed), for M = 17 .. 33 (partial
     # and whole 32-row blocks) and each row alone (the M <= 8 kernel).
-    if shape is not None:
-        for name, v in zip(("RT", "WARPS", "SPLIT"), shape):
-            monkeypatch.setenv(f"MXFUSE_FP6_{name}", v)
+    set_launch_shape(monkeypatch, shape)
     n, k = 64, 2048
     packed, scales = adversarial_packed(n, k, 31)
     x = randn((33, k), dtype, 32, 1.0).cuda()
-    n8_blocks = re.compile(r"fp6_linear_kernel<[^,]*, (\d+),")
 
     def run(m):  # the output, and the n8 blocks per CTA of the kernels launched
-        out, names = launched_kernels(lambda: OPS.mxfp6_linear(x[:m], packed, scales),
-                                      "fp6_linear_kernel")
-        return out, {int(n8_blocks.search(s).group(1)) for s in names}
+        out, _, shapes = launched_linear_shapes(lambda: OPS.mxfp6_linear(x[:m], packed, scales))
+        return out, {args[0] for args, _ in shapes}
 
     want16 = {}
     monkeypatch.setenv("MXFUSE_FP6_ROWS_X", "16")

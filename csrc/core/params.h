@@ -90,7 +90,7 @@ struct Fp6LinearParams {
   // warps (launch_linear_cfg): 1 never, 2 always (where it exists), 0 = the default
   int wide_override = 0;
   // tests/benchmarks: x rows per CTA above M = 16: 16 (the M <= 16 kernel, once per 16 rows) or 32
-  // (the M <= 32 kernel: each decoded weight feeds four n8 blocks); 0 = the default (32)
+  // (the 32-row kernel: each decoded weight feeds four n8 blocks); 0 = the default (32)
   int rows_x_override = 0;
   // tests/benchmarks: 1 = launch_mxfp6_linear keeps the set mode under graph capture (no capture
   // check: every linear waits as it would after any other kernel)

@@ -91,7 +91,7 @@ error_t launch_mxfp6_unpack(const Fp6UnpackParams& p, stream_t stream) {
 // Kernels by activation dtype and x row block (M <= 8: one n8 block; M <= 16: two; above: 32 rows
 // per CTA, four, unless MXFUSE_FP6_ROWS_X=16 asks for the M <= 16 kernel once per 16 rows); the
 // launch shape inside depends on the weight shape only, and every kernel runs the same mma
-// sequence per row (batch invariance, mxfp6_linear.cuh). H200, M >= 17: 1.1-1.4x faster with 32
+// sequence per row (batch invariance, mxfp6_linear.cuh). H200, M >= 17: 1.15-1.35x faster with 32
 // rows per CTA (docs/PERF_NOTES.md, thirty-second session).
 namespace {
 error_t launch_linear_kernels(const Fp6LinearParams& p, stream_t stream) {

@@ -931,7 +931,7 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
 // of four warps are held to three CTAs per SM with one chain per warp (168 registers; nvcc 13.0,
 // sm_90a: up to 68 bytes of spill) and two with two chains (235-243, no spill); eight warps, one.
 // H200, against two CTAs for both (experiments/h200_s32.md): one chain 1.07-1.31x faster at
-// 2560 x 6144, M = 17 .. 1024; two chains (12288 x 6144) 1.08x at M = 17 but 5-8% slower at
+// 2560 x 6144, M = 17 .. 1024; two chains (12288 x 6144) 1.08x at M = 17 but 6-8% slower at
 // M = 64 and 1024.
 template <int kNB, int kRT, int kW, int kV>
 constexpr int kMinBlocks = kNB >= 4 ? (kW == 4 ? (kV == 1 ? 3 : 2) : 1)
