@@ -298,31 +298,39 @@ def test_identity_x_gives_every_weight_exactly(dtype, item, wide, shape, monkeyp
     ids=shape_id,
 )
 def test_rows_of_x_per_cta_above_16_give_the_same_bits(dtype, shape, monkeypatch):
-    # Above M = 16 a CTA takes 32 rows of x (four n8 blocks); MXFUSE_FP6_ROWS_X=16 runs the M <= 16
-    # kernel once per 16 rows instead. Same chains, same mma sequence per row: the same bits, on
-    # weights whose tiles take both scale paths (adversarial_packed), for M = 17 .. 33 (partial
-    # and whole 32-row blocks) and each row alone (the M <= 8 kernel).
+    # Above M = 16 three kernels can run: the M <= 16 kernel once per 16 rows
+    # (MXFUSE_FP6_ROWS_X=16), the 32-row kernel (four n8 blocks; the default up to M = 512) and the
+    # tiled kernel (128 weight rows x 128 rows of x per CTA, the chains walked one after another by
+    # the whole CTA; the default above M = 512, MXFUSE_FP6_ROWS_X=128 at any M > 16). All follow the weight's launch shape, so they must
+    # give the same bits, on weights whose tiles take both scale paths (adversarial_packed): M = 17
+    # .. 129 (partial and whole blocks of 32 and 128 rows), each row alone (the M <= 8 kernel),
+    # partial and whole blocks of 128 weight rows (N = 64, 96, 256), and with K = 1024 split 4 ways
+    # over 8 warps, chains that own no tile at all.
     set_launch_shape(monkeypatch, shape)
-    n, k = 64, 2048
-    packed, scales = adversarial_packed(n, k, 31)
-    x = randn((33, k), dtype, 32, 1.0).cuda()
+    ms = (17, 24, 32, 33, 64, 100, 128, 129)
+    for n, k in ((64, 2048), (96, 1024), (256, 1024)):
+        packed, scales = adversarial_packed(n, k, 31)
+        x = randn((129, k), dtype, 32, 1.0).cuda()
 
-    def run(m):  # the output, and the n8 blocks per CTA of the kernels launched
-        out, _, shapes = launched_linear_shapes(lambda: OPS.mxfp6_linear(x[:m], packed, scales))
-        return out, {args[0] for args, _ in shapes}
+        def run(m, rows_x):  # the output, and which kernels ran (n8 blocks per CTA, or "tiled")
+            if rows_x is None:
+                monkeypatch.delenv("MXFUSE_FP6_ROWS_X", raising=False)
+            else:
+                monkeypatch.setenv("MXFUSE_FP6_ROWS_X", rows_x)
+            out, names = launched_kernels(lambda: OPS.mxfp6_linear(x[:m], packed, scales), "fp6_linear")
+            tiled = {"tiled" for name in names if "fp6_linear_tiled_kernel" in name}
+            return out, tiled | {int(mt.group(1)) for mt in map(LINEAR_KERNEL_ARGS.search, names) if mt}
 
-    want16 = {}
-    monkeypatch.setenv("MXFUSE_FP6_ROWS_X", "16")
-    for m in (17, 24, 32, 33):
-        want16[m], blocks = run(m)
-        assert blocks == {2}, f"M={m}, MXFUSE_FP6_ROWS_X=16: launched kernels of {blocks} n8 blocks"
-    monkeypatch.delenv("MXFUSE_FP6_ROWS_X")
-    for m in (17, 24, 32, 33):
-        got, blocks = run(m)
-        assert blocks == {4}, f"M={m}: launched kernels of {blocks} n8 blocks, want 4"
-        assert_bitwise_equal(got, want16[m], f"M={m}: 32 rows per CTA vs 16")
-    alone = torch.cat([OPS.mxfp6_linear(x[i:i + 1], packed, scales) for i in range(33)])
-    assert_bitwise_equal(alone, want16[33], "each row alone vs in M=33")
+        for m in ms:
+            want, ran = run(m, "16")
+            assert ran == {2}, f"{n} x {k}, M={m}, MXFUSE_FP6_ROWS_X=16: launched {ran}"
+            for rows_x, kernels in (("32", {4}), ("128", {"tiled"}), (None, {4})):
+                got, ran = run(m, rows_x)
+                assert ran == kernels, f"{n} x {k}, M={m}, MXFUSE_FP6_ROWS_X={rows_x}: launched {ran}, want {kernels}"
+                assert_bitwise_equal(got, want, f"{n} x {k}, M={m}: {kernels} vs the M <= 16 kernel")
+        monkeypatch.delenv("MXFUSE_FP6_ROWS_X", raising=False)
+        alone = torch.cat([OPS.mxfp6_linear(x[i:i + 1], packed, scales) for i in range(129)])
+        assert_bitwise_equal(alone, OPS.mxfp6_linear(x, packed, scales), f"{n} x {k}: each row alone vs in M=129")
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

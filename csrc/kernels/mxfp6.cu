@@ -88,18 +88,37 @@ error_t launch_mxfp6_unpack(const Fp6UnpackParams& p, stream_t stream) {
   return last_error();
 }
 
-// Kernels by activation dtype and x row block (M <= 8: one n8 block; M <= 16: two; above: 32 rows
-// per CTA, four, unless MXFUSE_FP6_ROWS_X=16 asks for the M <= 16 kernel once per 16 rows); the
-// launch shape inside depends on the weight shape only, and every kernel runs the same mma
-// sequence per row (batch invariance, mxfp6_linear.cuh). H200, M >= 17: 1.15-1.35x faster with 32
-// rows per CTA (docs/PERF_NOTES.md, thirty-second session).
+// Kernels by activation dtype and x row block (M <= 8: one n8 block; M <= 16: two; up to
+// kTiledAboveM = 512: 32 rows per CTA, four; above: the tiled kernel, 128 weight rows x 128 rows of x
+// per CTA). MXFUSE_FP6_ROWS_X pins the choice above M = 16: 16 (the M <= 16 kernel once per 16
+// rows), 32 or 128 (tiled). The launch shape of the weight (linear_shape) fixes every output's summation
+// order in all of them, so they give the same bits (batch invariance, mxfp6_linear.cuh and
+// mxfp6_linear_tiled.cuh). H200, M >= 17: 1.15-1.35x faster with 32 rows per CTA than 16
+// (docs/PERF_NOTES.md, thirty-second session).
 namespace {
+// H200, `off` (docs/PERF_NOTES.md, thirty-third session): the tiled kernel was 1.06-1.89x faster
+// than the 32-row kernel at M = 1024 on every shape measured, mixed at 512 (0.94-1.10x) and slower
+// below (0.13-0.8x at M = 33 .. 256).
+constexpr int64_t kTiledAboveM = 512;
+
+// The tiled kernel runs the mma path (NVIDIA sm_80+) only.
+bool tiled_linear(const Fp6LinearParams& p) {
+#if defined(MXF_CUDA)
+  if (p.force_portable || p.m <= 16) return false;
+  return p.rows_x_override == 128 || (p.rows_x_override == 0 && p.m > kTiledAboveM);
+#else
+  (void)p;
+  return false;
+#endif
+}
+
 error_t launch_linear_kernels(const Fp6LinearParams& p, stream_t stream) {
   const bool bf16 = p.act == Dtype::kBF16;
   if (p.m <= 8) return bf16 ? fp6::linear_bf16_m8(p, stream) : fp6::linear_fp16_m8(p, stream);
   if (p.m <= 16 || p.rows_x_override == 16) {
     return bf16 ? fp6::linear_bf16_m16(p, stream) : fp6::linear_fp16_m16(p, stream);
   }
+  if (tiled_linear(p)) return bf16 ? fp6::linear_bf16_tiled(p, stream) : fp6::linear_fp16_tiled(p, stream);
   return bf16 ? fp6::linear_bf16_m32(p, stream) : fp6::linear_fp16_m32(p, stream);
 }
 
@@ -244,8 +263,10 @@ int64_t fp6_captured_independent() { return g_captured_independent.load(); }
 // mode 3 right before could leave a writer of the weights running. Same bits in every mode.
 error_t launch_mxfp6_linear(const Fp6LinearParams& p, stream_t stream) {
 #if defined(MXF_CUDA)
+  // The tiled kernel runs every call as mode 1 (it reads nothing before its wait) and is not one of
+  // the kernels the check recognises, so a linear captured after it stays in mode 1 too.
   if ((p.pdl == 1 || p.pdl == 2) && p.clusters && !p.force_portable && p.m > 0 &&
-      p.capture_check_off != 1) {
+      p.capture_check_off != 1 && !tiled_linear(p)) {
     const int mode = captured_mode(p, stream);
     if (mode != p.pdl) {
       Fp6LinearParams q = p;

@@ -140,6 +140,16 @@ def fp6(dtypes, ms) -> None:
                     ref = x.double() @ mxfuse.mxfp6_unpack(packed, scales, dt).double().T + bias.double()
                     err = ((y.double() - ref).norm() / ref.norm()).item()
                     check(err < 1e-2, f"mxfp6_linear pinned {env} {dt} {n}x{k} m={m}: rel err {err}")
+            # Above M = 16: the tiled kernel (MXFUSE_FP6_ROWS_X=128; the default above M = 512)
+            # against the 32-row kernel, a partial block of 128 rows of x and one whole one plus one row.
+            for m in (37, 129):
+                x = randn((m, k), dt, 10).cuda()
+                got = {}
+                for rows_x in ("32", "128"):
+                    os.environ["MXFUSE_FP6_ROWS_X"] = rows_x
+                    got[rows_x] = mxfuse.mxfp6_linear(x, packed, scales, bias)
+                os.environ.pop("MXFUSE_FP6_ROWS_X")
+                equal(got["128"], got["32"], f"mxfp6_linear tiled {dt} {n}x{k} m={m}")
 
 
 def fp6_graph(ms) -> None:

@@ -1,0 +1,382 @@
+// The MXFP6 linear for larger M (prefill and wide decode batches): a CTA computes a 64 x 64 tile of
+// the output (64 weight rows, 64 rows of x) and decodes each weight once per 64 rows of x, where
+// the decode kernels (mxfp6_linear.cuh) decode it once per 8, 16 or 32. Same bits as those
+// kernels: every output runs the mma sequence that the decode path's launch shape gives it.
+//
+// What fixes the bits of an output (mxfp6_linear.cuh, linear_mma): the launch shape of the weight
+// (linear_shape: kRT row tiles per fold decision, kVW virtual warps, kS CTAs per cluster), not M.
+// Split s of K (tiles [ktiles * s / kS, ktiles * (s + 1) / kS)) is summed as kVW chains: chain v
+// adds tiles v, v + kVW, ... of the split in one fp32 mma chain; a tile's mmas are those of
+// mma_tile (the same decode8 of the same bytes, the same x pairs, folded scales when every scale of
+// the tile's kRT row tiles allows it, otherwise each group from zero and scaled with one fmaf). The
+// split's sum is chain 0 + chain 1 + ... (add_rn, in order), the output the splits' sums in rank
+// order, then + bias, one rounding.
+//
+// This kernel walks the same tiles in the same order with all four warps on one output tile:
+// positions 0, 1, ... of the split's tiles in chain order (chain 0's tiles, then chain 1's, ...),
+// the running chain in registers and the split's sum next to it. Warp (wn, wm) owns weight rows
+// 32 wn .. 32 wn + 31 (two row tiles) and x rows 32 wm .. 32 wm + 31 (four n8 blocks) and decodes
+// its own two row tiles from the staged packed bytes (the other x-row warp decodes them too: no
+// shared decoded buffer and no barrier between decode and mma). Packed tiles, their scale bytes
+// and x go through a four-stage cp.async ring, one barrier per tile. The kS CTAs of a cluster take
+// one split each and the others push their sums into the leader's shared memory, as the decode
+// kernels do.
+#pragma once
+
+#include "mxfp6_linear.cuh"
+
+namespace mxf::kernels {
+namespace {
+
+constexpr int kTiledRT = 8;                                        // row tiles per CTA (128 weight rows)
+constexpr int kTiledRows = 128;                                    // rows of x per CTA
+constexpr int kTiledWarps = 8;                                     // 2 x 4 warps of 64 x 32 outputs
+constexpr int kTiledStages = 3;                                    // ring stages (2 tiles in flight)
+constexpr int kTiledRawBytes = kTiledRT * kTileStageBytes;         // 12800: codes + scale bytes
+constexpr int kTiledXBytes = kTiledRows * kFp6TileCols * 2;        // 32768: x rows of one k-tile
+constexpr int kTiledStageBytes = kTiledRawBytes + kTiledXBytes;
+// The decoded A fragments of one k-tile: [row tile][group][mma][lane] x 16 bytes, and the row
+// tiles' fold decisions; two buffers (the next tile is decoded while this one's mmas run).
+constexpr int kTiledABytes = kTiledRT * kFp6GroupsPerTileRow * 2 * 32 * 16;  // 32768
+constexpr int kTiledAOffset = kTiledStages * kTiledStageBytes;
+constexpr int kTiledFoldOffset = kTiledAOffset + 2 * kTiledABytes;
+constexpr int kTiledOutputs = kTiledRT * kFp6TileRows * kTiledRows;  // 16384 fp32 partials per CTA
+constexpr int kTiledMaxSplit = 4;  // the leader's memory holds the other CTAs' partials up to this
+
+MXF_HD constexpr int tiled_smem_bytes(int split) {
+  const int ring = kTiledFoldOffset + 2 * kTiledRT * 4;
+  const int pushed = (split - 1) * kTiledOutputs * 4;
+  return ring > pushed ? ring : pushed;
+}
+
+// Byte offset of 16-byte chunk c (0..15) of x row r in a stage's x block: rows of 256 bytes, the
+// chunk index XOR 4 on odd rows, so that the eight lanes of a 16-byte load phase (rows g, g + 1,
+// chunks 4j .. 4j + 3) hit eight different bank groups.
+MXF_HD constexpr int tiled_x_offset(int r, int c) { return r * 256 + ((c ^ ((r & 1) << 2)) << 4); }
+
+struct TiledShape {
+  int rt;     // row tiles per fold decision (the decode kernel's kRT)
+  int vw;     // virtual warps: chains per split
+  int split;  // CTAs per cluster splitting K
+};
+
+#if defined(MXF_HAS_MMA_PIPE)
+// mma_16816 (arch.h) without `volatile`: a pure function of its operands, so the compiler may
+// interleave independent ones. Same instruction, same bits.
+template <bool kBF16>
+MXF_DEV void mma_16816_sched(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, const float (&c)[4]) {
+  if constexpr (kBF16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+  }
+}
+#endif
+
+template <Dtype kAct>
+__global__ void __launch_bounds__(kTiledWarps * 32, 1) fp6_linear_tiled_kernel(const Fp6LinearParams p,
+                                                                                 const TiledShape sh) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int64_t mblocks = (p.m + kTiledRows - 1) / kTiledRows;
+  const int64_t unit = blockIdx.x / sh.split;
+  const int split = static_cast<int>(blockIdx.x % sh.split);
+  const int64_t row0 = (unit / mblocks) * (kTiledRT * kFp6TileRows);
+  const int64_t m0 = (unit % mblocks) * kTiledRows;
+  // Row tiles of this CTA that exist (N is a multiple of 16 only).
+  const int valid_rt = static_cast<int>((p.n - row0) / kFp6TileRows < kTiledRT ? (p.n - row0) / kFp6TileRows : kTiledRT);
+#if defined(MXF_HAS_CLUSTER)
+  // Mode 1 of the decode kernels whatever p.pdl says: nothing is read before the previous kernel
+  // has finished, and the next one may start (and wait) once every CTA is past this point.
+  grid_dep_wait();
+  grid_dep_launch();
+#endif
+#if defined(MXF_HAS_MMA_PIPE)
+  constexpr bool kBF16 = kAct == Dtype::kBF16;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane >> 2, t = lane & 3;
+  const int wn = warp & 1, wm = warp >> 1;  // row tiles 4 wn .. 4 wn + 3, x rows 32 wm .. 32 wm + 31
+  const int64_t ktiles = p.k / kFp6TileCols, sgroups = p.k / kMxBlock;
+  const int64_t t_begin = ktiles * split / sh.split, t_end = ktiles * (split + 1) / sh.split;
+  const int len = static_cast<int>(t_end - t_begin), vw = sh.vw;
+  const int cq = len / vw, cr = len % vw;  // chains v < cr hold cq + 1 tiles, the others cq
+  // k-tile at position `pos` of the split's chain order.
+  const auto tile_at = [&](int pos) -> int64_t {
+    const int head = cr * (cq + 1);
+    const int v = pos < head ? pos / (cq + 1) : cr + (pos - head) / cq;
+    const int i = pos < head ? pos % (cq + 1) : (pos - head) % cq;
+    return t_begin + v + static_cast<int64_t>(i) * vw;
+  };
+  const uint32_t smem0 = smem_addr(smem);
+  const uint8_t* const packed_rt0 = p.packed + (row0 / kFp6TileRows) * ktiles * kFp6TileBytes;
+  // This thread's x copies: chunk tid % 16 of rows tid / 16 + 16 i (rows past M read the last row;
+  // their outputs are never stored).
+  const uint16_t* const xbase = static_cast<const uint16_t*>(p.x) + (tid % 16) * 8;
+  // Stage `slot` <- tile at position pos: 96 code chunks and 16 scale words per row tile, the
+  // CTA's rows of x.
+  const auto issue = [&](int pos, int slot) {
+    const int64_t kt = tile_at(pos);
+    const uint32_t raw = smem0 + slot * kTiledStageBytes, xdst = raw + kTiledRawBytes;
+#pragma unroll
+    for (int it = 0; it < (kTiledRT * 112 + kTiledWarps * 32 - 1) / (kTiledWarps * 32); ++it) {
+      const int idx = tid + it * kTiledWarps * 32;
+      if (idx < kTiledRT * 96) {
+        const int rt = idx / 96, c = idx % 96;
+        if (rt < valid_rt) {
+          cp_async16_to(raw + rt * kTileStageBytes + c * 16,
+                        packed_rt0 + (rt * ktiles + kt) * kFp6TileBytes + c * 16);
+        }
+      } else if (idx < kTiledRT * 112) {
+        const int w = idx - kTiledRT * 96, rt = w / 16, r = w % 16;
+        if (rt < valid_rt) {
+          cp_async4_to(raw + rt * kTileStageBytes + kFp6TileBytes + r * 4,
+                       p.scales + (row0 + rt * kFp6TileRows + r) * sgroups + kt * 4);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kTiledRows * 16 / (kTiledWarps * 32); ++i) {
+      const int64_t m = m0 + tid / 16 + 16 * i;
+      cp_async16_to(xdst + tiled_x_offset(tid / 16 + 16 * i, tid % 16),
+                    xbase + (m < p.m ? m : p.m - 1) * p.x_stride + kt * kFp6TileCols);
+    }
+  };
+
+  const uint32_t par = (t & 1) ? 0x2222u : 0u;
+  const int lane_codes = kFp6GroupBytes * kFp6GroupsPerTileRow * g + ((6 * t) & ~3);
+  constexpr uint32_t kPowUnscaled = kBF16 ? 0x7e807e80u : 0x74007400u;
+  // Warp w decodes row tile w of the tile at position pos (stage `slot`) into A buffer `buf`: the
+  // fragments lane (g, t) of mma_tile would hold, with mma_tile's fold decision (every scale of
+  // the row tiles of the fold group in [1, 128]).
+  const auto decode = [&](int slot, int buf) {
+    if (warp >= valid_rt) return;
+    const uint8_t* const raw = smem + slot * kTiledStageBytes;
+    const uint8_t* const sr = raw + warp * kTileStageBytes + kFp6TileBytes;
+    const uint32_t s_lo = *reinterpret_cast<const uint32_t*>(sr + g * 4);
+    const uint32_t s_hi = *reinterpret_cast<const uint32_t*>(sr + (g + 8) * 4);
+    bool fold = kBF16 && scales_foldable(s_lo) && scales_foldable(s_hi);
+    if (sh.rt == 2) {  // fold group: row tiles 2q, 2q + 1 (row0 is a multiple of 128)
+      const uint8_t* so = raw + (warp ^ 1) * kTileStageBytes + kFp6TileBytes;
+      fold = fold && scales_foldable(*reinterpret_cast<const uint32_t*>(so + g * 4)) &&
+             scales_foldable(*reinterpret_cast<const uint32_t*>(so + (g + 8) * 4));
+    }
+    fold = __all_sync(0xffffffffu, fold);
+    uint4* const a = reinterpret_cast<uint4*>(smem + kTiledAOffset + buf * kTiledABytes) +
+                     warp * kFp6GroupsPerTileRow * 2 * 32 + lane;
+    const uint8_t* const lo0 = raw + warp * kTileStageBytes + lane_codes;
+#pragma unroll
+    for (int j = 0; j < kFp6GroupsPerTileRow; ++j) {
+      const uint8_t* lo = lo0 + kFp6GroupBytes * j;
+      const uint8_t* hi = lo + kFp6GroupBytes * kFp6GroupsPerTileRow * 8;
+      const uint32_t sel = 0x4040u + 0x0101u * j;
+      const uint32_t pow_lo = fold ? prmt(s_lo + 0x7e7e7e7eu, 0u, sel) << 7 : kPowUnscaled;
+      const uint32_t pow_hi = fold ? prmt(s_hi + 0x7e7e7e7eu, 0u, sel) << 7 : kPowUnscaled;
+      uint32_t a_lo[4], a_hi[4];
+      decode8<kBF16, false>(*reinterpret_cast<const uint32_t*>(lo), *reinterpret_cast<const uint32_t*>(lo + 4),
+                            par, pow_lo, a_lo);
+      decode8<kBF16, false>(*reinterpret_cast<const uint32_t*>(hi), *reinterpret_cast<const uint32_t*>(hi + 4),
+                            par, pow_hi, a_hi);
+      a[(j * 2) * 32] = make_uint4(a_lo[0], a_hi[0], a_lo[1], a_hi[1]);
+      a[(j * 2 + 1) * 32] = make_uint4(a_lo[2], a_hi[2], a_lo[3], a_hi[3]);
+    }
+    if (lane == 0) reinterpret_cast<int*>(smem + kTiledFoldOffset)[buf * kTiledRT + warp] = fold ? 1 : 0;
+  };
+
+  float acc[4][4][4], cta[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) cta[i][nb][q] = 0.0f;
+  bool mine[4];  // warp-uniform
+#pragma unroll
+  for (int i = 0; i < 4; ++i) mine[i] = 4 * wn + i < valid_rt;
+
+  // The mmas of one k-tile (A buffer `buf`, x and scale bytes from stage `slot`): for each of the
+  // warp's row tiles, mma_tile's sequence (folded: two mmas per group on the chain; otherwise the
+  // group's two mmas from zero, then one fmaf by the group's scale).
+  const auto compute = [&](int slot, int buf) {
+    const uint8_t* const raw = smem + slot * kTiledStageBytes;
+    const uint8_t* const xt = raw + kTiledRawBytes;
+    const uint4* const a = reinterpret_cast<const uint4*>(smem + kTiledAOffset + buf * kTiledABytes) + lane;
+    const int* const folds = reinterpret_cast<const int*>(smem + kTiledFoldOffset) + buf * kTiledRT + 4 * wn;
+    bool fold[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) fold[i] = folds[i] != 0;
+#pragma unroll
+    for (int j = 0; j < kFp6GroupsPerTileRow; ++j) {
+      uint32_t b[4][4];
+#pragma unroll
+      for (int nb = 0; nb < 4; ++nb) {
+        const uint4 xc = *reinterpret_cast<const uint4*>(xt + tiled_x_offset(wm * 32 + nb * 8 + g, j * 4 + t));
+        b[nb][0] = prmt(xc.x, xc.z, 0x5410u);
+        b[nb][1] = prmt(xc.x, xc.z, 0x7632u);
+        b[nb][2] = prmt(xc.y, xc.w, 0x5410u);
+        b[nb][3] = prmt(xc.y, xc.w, 0x7632u);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (!mine[i]) continue;
+        const int rt = 4 * wn + i;
+        const uint4 f0 = a[((rt * kFp6GroupsPerTileRow + j) * 2) * 32];
+        const uint4 f1 = a[((rt * kFp6GroupsPerTileRow + j) * 2 + 1) * 32];
+        const uint32_t a0[4] = {f0.x, f0.y, f0.z, f0.w};
+        const uint32_t a1[4] = {f1.x, f1.y, f1.z, f1.w};
+        if (kBF16 && fold[i]) {
+#pragma unroll
+          for (int nb = 0; nb < 4; ++nb) mma_16816_sched<kBF16>(acc[i][nb], a0, b[nb][0], b[nb][1], acc[i][nb]);
+#pragma unroll
+          for (int nb = 0; nb < 4; ++nb) mma_16816_sched<kBF16>(acc[i][nb], a1, b[nb][2], b[nb][3], acc[i][nb]);
+        } else {
+          const uint8_t* sr = raw + rt * kTileStageBytes + kFp6TileBytes;
+          const float f_lo = e8m0_to_f32(sr[g * 4 + j]);
+          const float f_hi = e8m0_to_f32(sr[(g + 8) * 4 + j]);
+          const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          float part[4][4];
+#pragma unroll
+          for (int nb = 0; nb < 4; ++nb) mma_16816_sched<kBF16>(part[nb], a0, b[nb][0], b[nb][1], zero);
+#pragma unroll
+          for (int nb = 0; nb < 4; ++nb) mma_16816_sched<kBF16>(part[nb], a1, b[nb][2], b[nb][3], part[nb]);
+#pragma unroll
+          for (int nb = 0; nb < 4; ++nb) {
+            acc[i][nb][0] = fmaf(part[nb][0], f_lo, acc[i][nb][0]);
+            acc[i][nb][1] = fmaf(part[nb][1], f_lo, acc[i][nb][1]);
+            acc[i][nb][2] = fmaf(part[nb][2], f_hi, acc[i][nb][2]);
+            acc[i][nb][3] = fmaf(part[nb][3], f_hi, acc[i][nb][3]);
+          }
+        }
+      }
+    }
+  };
+
+  // The ring: stage of position pos is pos % kTiledStages, A buffer pos % 2. Iteration pos waits
+  // for position pos + 1's copies, refills the stage of position pos - 1, decodes position pos + 1
+  // and runs position pos's mmas; its one barrier orders all of that against iteration pos - 1.
+#pragma unroll
+  for (int s = 0; s < kTiledStages - 1; ++s) {
+    if (s < len) issue(s, s);
+    cp_async_commit();
+  }
+  cp_async_wait<kTiledStages - 2>();
+  __syncthreads();
+  if (len > 0) decode(0, 0);
+  int pos = 0;
+  for (int v = 0; v < vw; ++v) {
+    const int cnt = cq + (v < cr ? 1 : 0);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[i][nb][q] = 0.0f;
+    for (int c = 0; c < cnt; ++c, ++pos) {
+      cp_async_wait<kTiledStages - 3>();
+      __syncthreads();
+      if (pos + kTiledStages - 1 < len) issue(pos + kTiledStages - 1, (pos + kTiledStages - 1) % kTiledStages);
+      cp_async_commit();
+      if (pos + 1 < len) decode((pos + 1) % kTiledStages, (pos + 1) % 2);
+      compute(pos % kTiledStages, pos % 2);
+    }
+    // The split's sum: chain 0, then + chain 1, ... (an empty chain adds +0, as in linear_mma).
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) cta[i][nb][q] = v == 0 ? acc[i][nb][q] : add_rn(cta[i][nb][q], acc[i][nb][q]);
+  }
+  cp_async_wait<0>();
+  const auto slot_of = [&](int i, int nb, int q) { return (((warp * 4 + i) * 4 + nb) * 4 + q) * 32 + lane; };
+#if defined(MXF_HAS_CLUSTER)
+  if (sh.split > 1) {
+    // Every CTA of the cluster is past its ring (the leader's memory is free), the others push
+    // their sums, and the leader adds them in rank order.
+    float* const pushed = reinterpret_cast<float*>(smem);
+    cluster_sync();
+    if (split != 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            st_cluster_f32(pushed + (split - 1) * kTiledOutputs + slot_of(i, nb, q), 0, cta[i][nb][q]);
+          }
+    }
+    cluster_sync();
+    if (split != 0) return;
+    for (int s = 1; s < sh.split; ++s) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            cta[i][nb][q] = add_rn(cta[i][nb][q], pushed[(s - 1) * kTiledOutputs + slot_of(i, nb, q)]);
+          }
+    }
+  }
+#endif
+  // Bias in fp32, one rounding.
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (!mine[i]) continue;
+#pragma unroll
+    for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int64_t n = row0 + (4 * wn + i) * kFp6TileRows + g + (q >= 2 ? 8 : 0);
+        const int64_t m = m0 + wm * 32 + nb * 8 + 2 * t + (q & 1);
+        if (m < p.m) store_from_f32(p.out, m * p.n + n, kAct, add_rn(cta[i][nb][q], bias_at(p, n)));
+      }
+  }
+#else
+  // Portable twin (no mma pipe in this device pass; never a cluster): exact-order sums per output.
+  if (split == 0) {
+    for (int r = 0; r < valid_rt; ++r) linear_portable(p, row0 + r * kFp6TileRows, m0, kTiledRows);
+  }
+#endif
+}
+
+template <Dtype kAct>
+error_t launch_linear_tiled(const Fp6LinearParams& p, stream_t stream) {
+  const LinearShape s = linear_shape(p);
+  const TiledShape sh{s.rt, s.warps, s.split};
+  const int64_t nblocks = (p.n + kTiledRT * kFp6TileRows - 1) / (kTiledRT * kFp6TileRows);
+  const int64_t ctas = nblocks * ((p.m + kTiledRows - 1) / kTiledRows) * sh.split;
+  const int smem = tiled_smem_bytes(sh.split);
+  // A device with less shared memory per block, or a split whose partials the leader cannot hold.
+  if (sh.split > kTiledMaxSplit || (p.smem_optin > 0 && smem > p.smem_optin)) {
+    return kAct == Dtype::kBF16 ? fp6::linear_bf16_m32(p, stream) : fp6::linear_fp16_m32(p, stream);
+  }
+  const auto kernel = fp6_linear_tiled_kernel<kAct>;
+  static std::mutex launch_mu;
+  std::lock_guard<std::mutex> lock(launch_mu);
+  error_t e = set_max_dynamic_smem(kernel, smem);
+  if (e != kSuccess) return e;
+#if defined(MXF_CUDA)
+  if (sh.split > 1 || (p.clusters && p.pdl > 0)) {
+    return launch_ex(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kTiledWarps * 32), smem, stream, sh.split,
+                     p.clusters && p.pdl > 0, p, sh);
+  }
+#endif
+  kernel<<<static_cast<unsigned>(ctas), kTiledWarps * 32, smem, stream>>>(p, sh);
+  return last_error();
+}
+
+}  // namespace
+}  // namespace mxf::kernels
+
+// The entry of mxfp6_entries.h for the tiled kernel of activation dtype ACT.
+#define MXF_FP6_DEFINE_TILED_ENTRY(NAME, ACT)                 \
+  namespace mxf::kernels::fp6 {                              \
+  error_t NAME(const Fp6LinearParams& p, stream_t stream) {  \
+    return launch_linear_tiled<Dtype::ACT>(p, stream);       \
+  }                                                          \
+  }
