@@ -98,7 +98,7 @@ error_t launch_mxfp6_unpack(const Fp6UnpackParams& p, stream_t stream) {
 namespace {
 // H200, `off` (docs/PERF_NOTES.md, thirty-third session): the tiled kernel was 1.06-1.89x faster
 // than the 32-row kernel at M = 1024 on every shape measured, mixed at 512 (0.94-1.10x) and slower
-// below (0.13-0.8x at M = 33 .. 256).
+// below (0.13-0.88x at M = 33 .. 256).
 constexpr int64_t kTiledAboveM = 512;
 
 // The tiled kernel runs the mma path (NVIDIA sm_80+) only.
