@@ -96,14 +96,14 @@ error_t launch_mxfp6_unpack(const Fp6UnpackParams& p, stream_t stream) {
 // mxfp6_linear_tiled.cuh). H200, M >= 17: 1.15-1.35x faster with 32 rows per CTA than 16
 // (docs/PERF_NOTES.md, thirty-second session).
 namespace {
-// H200, `off` (docs/PERF_NOTES.md, thirty-third session): the tiled kernel was 1.06-1.89x faster
-// than the 32-row kernel at M = 1024 on every shape measured, mixed at 512 (0.94-1.10x) and slower
-// below (0.13-0.88x at M = 33 .. 256).
-constexpr int64_t kTiledAboveM = 512;
 
 // The tiled kernel runs the mma path (NVIDIA sm_80+) only.
 bool tiled_linear(const Fp6LinearParams& p) {
 #if defined(MXF_CUDA)
+  // H200, `off` (docs/PERF_NOTES.md, thirty-third session): the tiled kernel was 1.06-1.89x faster
+  // than the 32-row kernel at M = 1024 on every shape measured, mixed at 512 (0.94-1.10x) and slower
+  // below (0.13-0.88x at M = 33 .. 256).
+  constexpr int64_t kTiledAboveM = 512;
   if (p.force_portable || p.m <= 16) return false;
   return p.rows_x_override == 128 || (p.rows_x_override == 0 && p.m > kTiledAboveM);
 #else
