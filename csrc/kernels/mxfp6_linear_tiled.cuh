@@ -1,7 +1,8 @@
-// The MXFP6 linear for larger M (prefill and wide decode batches): a CTA computes a 64 x 64 tile of
-// the output (64 weight rows, 64 rows of x) and decodes each weight once per 64 rows of x, where
-// the decode kernels (mxfp6_linear.cuh) decode it once per 8, 16 or 32. Same bits as those
-// kernels: every output runs the mma sequence that the decode path's launch shape gives it.
+// The MXFP6 linear for larger M (prefill; the default above M = 512, mxfp6.cu): a CTA computes a
+// 128 x 128 tile of the output (128 weight rows, 128 rows of x) and decodes each weight once per
+// 128 rows of x, where the decode kernels (mxfp6_linear.cuh) decode it once per 8, 16 or 32. Same
+// bits as those kernels: every output runs the mma sequence that the decode path's launch shape
+// gives it.
 //
 // What fixes the bits of an output (mxfp6_linear.cuh, linear_mma): the launch shape of the weight
 // (linear_shape: kRT row tiles per fold decision, kVW virtual warps, kS CTAs per cluster), not M.
@@ -12,15 +13,16 @@
 // split's sum is chain 0 + chain 1 + ... (add_rn, in order), the output the splits' sums in rank
 // order, then + bias, one rounding.
 //
-// This kernel walks the same tiles in the same order with all four warps on one output tile:
+// This kernel walks the same tiles in the same order with all eight warps on one output tile:
 // positions 0, 1, ... of the split's tiles in chain order (chain 0's tiles, then chain 1's, ...),
-// the running chain in registers and the split's sum next to it. Warp (wn, wm) owns weight rows
-// 32 wn .. 32 wn + 31 (two row tiles) and x rows 32 wm .. 32 wm + 31 (four n8 blocks) and decodes
-// its own two row tiles from the staged packed bytes (the other x-row warp decodes them too: no
-// shared decoded buffer and no barrier between decode and mma). Packed tiles, their scale bytes
-// and x go through a four-stage cp.async ring, one barrier per tile. The kS CTAs of a cluster take
-// one split each and the others push their sums into the leader's shared memory, as the decode
-// kernels do.
+// the running chain in registers and the split's sum next to it. Packed tiles, their scale bytes
+// and the CTA's 128 rows of x go through a three-stage cp.async ring. Warp w decodes row tile w of
+// the next position into one of two shared buffers of A fragments (with its fold decision) while
+// the mmas of this position read the other: warp (wn, wm) owns weight rows 64 wn .. 64 wn + 63
+// (four row tiles) and x rows 32 wm .. 32 wm + 31 (four n8 blocks). One barrier per position. The
+// kS CTAs of a cluster take one split each and the others push their sums into the leader's
+// shared memory, as the decode kernels do. H200 measurements and the versions that lost:
+// docs/PERF_NOTES.md, thirty-third session.
 #pragma once
 
 #include "mxfp6_linear.cuh"
