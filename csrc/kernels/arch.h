@@ -58,26 +58,36 @@ MXF_DEV uint32_t mul2(uint32_t a, uint32_t b) {
   return d;
 }
 
-// D = A(16x16, row) * B(16x8, col) + C, fp32 accumulators.
+// D = A(16x16, row) * B(16x8, col) + C, fp32 accumulators. The instruction text of both forms below.
+#define MXF_MMA_16816(TYPE)                                                                   \
+  "mma.sync.aligned.m16n8k16.row.col.f32." TYPE "." TYPE ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, " \
+  "{%8,%9}, {%10,%11,%12,%13};\n"
+#define MXF_MMA_16816_OPERANDS                                                                      \
+  : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                                   \
+  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), \
+    "f"(c[3])
 template <bool kBF16>
 MXF_DEV void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
                        const float (&c)[4]) {
   if constexpr (kBF16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%10,%11,%12,%13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]),
-          "f"(c[2]), "f"(c[3]));
+    asm volatile(MXF_MMA_16816("bf16") MXF_MMA_16816_OPERANDS);
   } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%10,%11,%12,%13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]),
-          "f"(c[2]), "f"(c[3]));
+    asm volatile(MXF_MMA_16816("f16") MXF_MMA_16816_OPERANDS);
   }
 }
+// The same without `volatile`: a pure function of its operands, so the compiler may interleave
+// independent ones (the tiled MXFP6 linear). Same instruction, same bits.
+template <bool kBF16>
+MXF_DEV void mma_16816_sched(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                             const float (&c)[4]) {
+  if constexpr (kBF16) {
+    asm(MXF_MMA_16816("bf16") MXF_MMA_16816_OPERANDS);
+  } else {
+    asm(MXF_MMA_16816("f16") MXF_MMA_16816_OPERANDS);
+  }
+}
+#undef MXF_MMA_16816_OPERANDS
+#undef MXF_MMA_16816
 #endif  // MXF_HAS_MMA_PIPE
 
 #if defined(MXF_HAS_CLUSTER)

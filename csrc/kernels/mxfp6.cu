@@ -100,8 +100,8 @@ namespace {
 // The tiled kernel runs the mma path (NVIDIA sm_80+) only.
 bool tiled_linear(const Fp6LinearParams& p) {
 #if defined(MXF_CUDA)
-  // H200, `off` (docs/PERF_NOTES.md, thirty-third session): the tiled kernel was 1.06-1.89x faster
-  // than the 32-row kernel at M = 1024 on every shape measured, mixed at 512 (0.94-1.10x) and slower
+  // H200, `off` (docs/PERF_NOTES.md, thirty-third session): the tiled kernel was 1.07-1.88x faster
+  // than the 32-row kernel at M = 1024 on every shape measured, mixed at 512 (0.94-1.09x) and slower
   // below (0.13-0.88x at M = 33 .. 256).
   constexpr int64_t kTiledAboveM = 512;
   if (p.force_portable || p.m <= 16) return false;

@@ -62,25 +62,6 @@ struct TiledShape {
   int split;  // CTAs per cluster splitting K
 };
 
-#if defined(MXF_HAS_MMA_PIPE)
-// mma_16816 (arch.h) without `volatile`: a pure function of its operands, so the compiler may
-// interleave independent ones. Same instruction, same bits.
-template <bool kBF16>
-MXF_DEV void mma_16816_sched(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, const float (&c)[4]) {
-  if constexpr (kBF16) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%11,%12,%13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%11,%12,%13};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
-  }
-}
-#endif
-
 template <Dtype kAct>
 __global__ void __launch_bounds__(kTiledWarps * 32, 1) fp6_linear_tiled_kernel(const Fp6LinearParams p,
                                                                                  const TiledShape sh) {
@@ -189,13 +170,17 @@ __global__ void __launch_bounds__(kTiledWarps * 32, 1) fp6_linear_tiled_kernel(c
     if (lane == 0) reinterpret_cast<int*>(smem + kTiledFoldOffset)[buf * kTiledRT + warp] = fold ? 1 : 0;
   };
 
+  // The thread's accumulator slots: row tile i of the warp's four, n8 block nb, mma slot q.
+  const auto each_slot = [](auto&& f) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int nb = 0; nb < 4; ++nb)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) f(i, nb, q);
+  };
   float acc[4][4][4], cta[4][4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int nb = 0; nb < 4; ++nb)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) cta[i][nb][q] = 0.0f;
+  each_slot([&](int i, int nb, int q) { cta[i][nb][q] = 0.0f; });
   bool mine[4];  // warp-uniform
 #pragma unroll
   for (int i = 0; i < 4; ++i) mine[i] = 4 * wn + i < valid_rt;
@@ -271,12 +256,7 @@ __global__ void __launch_bounds__(kTiledWarps * 32, 1) fp6_linear_tiled_kernel(c
   int pos = 0;
   for (int v = 0; v < vw; ++v) {
     const int cnt = cq + (v < cr ? 1 : 0);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int nb = 0; nb < 4; ++nb)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) acc[i][nb][q] = 0.0f;
+    each_slot([&](int i, int nb, int q) { acc[i][nb][q] = 0.0f; });
     for (int c = 0; c < cnt; ++c, ++pos) {
       cp_async_wait<kTiledStages - 3>();
       __syncthreads();
@@ -286,12 +266,7 @@ __global__ void __launch_bounds__(kTiledWarps * 32, 1) fp6_linear_tiled_kernel(c
       compute(pos % kTiledStages, pos % 2);
     }
     // The split's sum: chain 0, then + chain 1, ... (an empty chain adds +0, as in linear_mma).
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int nb = 0; nb < 4; ++nb)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) cta[i][nb][q] = v == 0 ? acc[i][nb][q] : add_rn(cta[i][nb][q], acc[i][nb][q]);
+    each_slot([&](int i, int nb, int q) { cta[i][nb][q] = v == 0 ? acc[i][nb][q] : add_rn(cta[i][nb][q], acc[i][nb][q]); });
   }
   cp_async_wait<0>();
   const auto slot_of = [&](int i, int nb, int q) { return (((warp * 4 + i) * 4 + nb) * 4 + q) * 32 + lane; };
@@ -302,26 +277,16 @@ __global__ void __launch_bounds__(kTiledWarps * 32, 1) fp6_linear_tiled_kernel(c
     float* const pushed = reinterpret_cast<float*>(smem);
     cluster_sync();
     if (split != 0) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int nb = 0; nb < 4; ++nb)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            st_cluster_f32(pushed + (split - 1) * kTiledOutputs + slot_of(i, nb, q), 0, cta[i][nb][q]);
-          }
+      each_slot([&](int i, int nb, int q) {
+        st_cluster_f32(pushed + (split - 1) * kTiledOutputs + slot_of(i, nb, q), 0, cta[i][nb][q]);
+      });
     }
     cluster_sync();
     if (split != 0) return;
     for (int s = 1; s < sh.split; ++s) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int nb = 0; nb < 4; ++nb)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            cta[i][nb][q] = add_rn(cta[i][nb][q], pushed[(s - 1) * kTiledOutputs + slot_of(i, nb, q)]);
-          }
+      each_slot([&](int i, int nb, int q) {
+        cta[i][nb][q] = add_rn(cta[i][nb][q], pushed[(s - 1) * kTiledOutputs + slot_of(i, nb, q)]);
+      });
     }
   }
 #endif
