@@ -299,9 +299,9 @@ def test_identity_x_gives_every_weight_exactly(dtype, item, wide, shape, monkeyp
 )
 def test_rows_of_x_per_cta_above_16_give_the_same_bits(dtype, shape, monkeypatch):
     # Above M = 16 three kernels can run: the M <= 16 kernel once per 16 rows
-    # (MXFUSE_FP6_ROWS_X=16), the 32-row kernel (four n8 blocks; the default up to M = 512) and the
+    # (MXFUSE_FP6_ROWS_X=16), the 32-row kernel (four n8 blocks; the default up to M = 384) and the
     # tiled kernel (128 weight rows x 128 rows of x per CTA, the chains walked one after another by
-    # the whole CTA; the default above M = 512, MXFUSE_FP6_ROWS_X=128 at any M > 16). All follow the weight's launch shape, so they must
+    # the whole CTA; the default above M = 384, MXFUSE_FP6_ROWS_X=128 at any M > 16). All follow the weight's launch shape, so they must
     # give the same bits, on weights whose tiles take both scale paths (adversarial_packed): M = 17
     # .. 129 (partial and whole blocks of 32 and 128 rows), each row alone (the M <= 8 kernel),
     # partial and whole blocks of 128 weight rows (N = 64, 96, 256), and with K = 1024 split 4 ways

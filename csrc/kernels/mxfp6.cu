@@ -89,7 +89,7 @@ error_t launch_mxfp6_unpack(const Fp6UnpackParams& p, stream_t stream) {
 }
 
 // Kernels by activation dtype and x row block (M <= 8: one n8 block; M <= 16: two; up to
-// kTiledAboveM = 512: 32 rows per CTA, four; above: the tiled kernel, 128 weight rows x 128 rows of x
+// kTiledAboveM = 384: 32 rows per CTA, four; above: the tiled kernel, 128 weight rows x 128 rows of x
 // per CTA). MXFUSE_FP6_ROWS_X pins the choice above M = 16: 16 (the M <= 16 kernel once per 16
 // rows), 32 or 128 (tiled). The launch shape of the weight (linear_shape) fixes every output's summation
 // order in all of them, so they give the same bits (batch invariance, mxfp6_linear.cuh and
@@ -100,10 +100,11 @@ namespace {
 // The tiled kernel runs the mma path (NVIDIA sm_80+) only.
 bool tiled_linear(const Fp6LinearParams& p) {
 #if defined(MXF_CUDA)
-  // H200, `off` (docs/PERF_NOTES.md, thirty-third session): the tiled kernel was 1.07-1.88x faster
-  // than the 32-row kernel at M = 1024 on every shape measured, mixed at 512 (0.94-1.09x) and slower
-  // below (0.13-0.88x at M = 33 .. 256).
-  constexpr int64_t kTiledAboveM = 512;
+  // H200, `off` (docs/PERF_NOTES.md, thirty-third and thirty-fourth sessions): the tiled kernel
+  // was faster than the 32-row kernel at M = 1024 on every shape measured; with the straight
+  // path (thirty-fourth) 1.11-1.32x at M = 512 on the four shapes, mixed at 384 (0.94-1.34x) and
+  // slower below (0.13-0.88x at M = 33 .. 256, before the straight path).
+  constexpr int64_t kTiledAboveM = 384;
   if (p.force_portable || p.m <= 16) return false;
   return p.rows_x_override == 128 || (p.rows_x_override == 0 && p.m > kTiledAboveM);
 #else

@@ -1,4 +1,4 @@
-// The MXFP6 linear kernel for bf16 activations above M = 512, 128 x 128 outputs per CTA: mxfp6_entries.h.
+// The MXFP6 linear kernel for bf16 activations above M = 384, 128 x 128 outputs per CTA: mxfp6_entries.h.
 #include "mxfp6_linear_tiled.cuh"
 
 MXF_FP6_DEFINE_TILED_ENTRY(linear_bf16_tiled, kBF16)

@@ -1,4 +1,4 @@
-// The MXFP6 linear for larger M (prefill; the default above M = 512, mxfp6.cu): a CTA computes a
+// The MXFP6 linear for larger M (prefill; the default above M = 384, mxfp6.cu): a CTA computes a
 // 128 x 128 tile of the output (128 weight rows, 128 rows of x) and decodes each weight once per
 // 128 rows of x, where the decode kernels (mxfp6_linear.cuh) decode it once per 8, 16 or 32. Same
 // bits as those kernels: every output runs the mma sequence that the decode path's launch shape
@@ -19,10 +19,14 @@
 // and the CTA's 128 rows of x go through a three-stage cp.async ring. Warp w decodes row tile w of
 // the next position into one of two shared buffers of A fragments (with its fold decision) while
 // the mmas of this position read the other: warp (wn, wm) owns weight rows 64 wn .. 64 wn + 63
-// (four row tiles) and x rows 32 wm .. 32 wm + 31 (four n8 blocks). One barrier per position. The
-// kS CTAs of a cluster take one split each and the others push their sums into the leader's
-// shared memory, as the decode kernels do. H200 measurements and the versions that lost:
-// docs/PERF_NOTES.md, thirty-third session.
+// (four row tiles) and x rows 32 wm .. 32 wm + 31 (four n8 blocks). One barrier per position.
+// Where a warp's four row tiles are all valid and share one fold decision (every tile of typical
+// weights), a position runs as one branch-free block per group, with the next position's decode
+// of that group between its mmas; otherwise (a mix of scale paths, a partial block of rows) the
+// decode runs first and each row tile takes its own branch. The kS CTAs of a cluster take one
+// split each and the others push their sums into the leader's shared memory, as the decode
+// kernels do. H200 measurements and the versions that lost: docs/PERF_NOTES.md, thirty-third and
+// thirty-fourth sessions.
 #pragma once
 
 #include "mxfp6_linear.cuh"
@@ -88,22 +92,26 @@ __global__ void __launch_bounds__(kTiledWarps * 32, 1) fp6_linear_tiled_kernel(c
   const int64_t t_begin = ktiles * split / sh.split, t_end = ktiles * (split + 1) / sh.split;
   const int len = static_cast<int>(t_end - t_begin), vw = sh.vw;
   const int cq = len / vw, cr = len % vw;  // chains v < cr hold cq + 1 tiles, the others cq
-  // k-tile at position `pos` of the split's chain order.
-  const auto tile_at = [&](int pos) -> int64_t {
-    const int head = cr * (cq + 1);
-    const int v = pos < head ? pos / (cq + 1) : cr + (pos - head) / cq;
-    const int i = pos < head ? pos % (cq + 1) : (pos - head) % cq;
-    return t_begin + v + static_cast<int64_t>(i) * vw;
+  // The k-tile of the next position to copy, in the split's chain order (chain v's tiles are
+  // t_begin + v, + v + vw, ...; positions are copied once each, in order).
+  int walk_v = 0, walk_i = 0;
+  const auto next_tile = [&]() -> int64_t {
+    const int64_t kt = t_begin + walk_v + static_cast<int64_t>(walk_i) * vw;
+    if (++walk_i == cq + (walk_v < cr ? 1 : 0)) {
+      ++walk_v;
+      walk_i = 0;
+    }
+    return kt;
   };
   const uint32_t smem0 = smem_addr(smem);
   const uint8_t* const packed_rt0 = p.packed + (row0 / kFp6TileRows) * ktiles * kFp6TileBytes;
   // This thread's x copies: chunk tid % 16 of rows tid / 16 + 16 i (rows past M read the last row;
   // their outputs are never stored).
   const uint16_t* const xbase = static_cast<const uint16_t*>(p.x) + (tid % 16) * 8;
-  // Stage `slot` <- tile at position pos: 96 code chunks and 16 scale words per row tile, the
+  // Stage `slot` <- the next position's tile: 96 code chunks and 16 scale words per row tile, the
   // CTA's rows of x.
-  const auto issue = [&](int pos, int slot) {
-    const int64_t kt = tile_at(pos);
+  const auto issue = [&](int slot) {
+    const int64_t kt = next_tile();
     const uint32_t raw = smem0 + slot * kTiledStageBytes, xdst = raw + kTiledRawBytes;
 #pragma unroll
     for (int it = 0; it < (kTiledRT * 112 + kTiledWarps * 32 - 1) / (kTiledWarps * 32); ++it) {
@@ -133,41 +141,51 @@ __global__ void __launch_bounds__(kTiledWarps * 32, 1) fp6_linear_tiled_kernel(c
   const uint32_t par = (t & 1) ? 0x2222u : 0u;
   const int lane_codes = kFp6GroupBytes * kFp6GroupsPerTileRow * g + ((6 * t) & ~3);
   constexpr uint32_t kPowUnscaled = kBF16 ? 0x7e807e80u : 0x74007400u;
-  // Warp w decodes row tile w of the tile at position pos (stage `slot`) into A buffer `buf`: the
-  // fragments lane (g, t) of mma_tile would hold, with mma_tile's fold decision (every scale of
-  // the row tiles of the fold group in [1, 128]).
-  const auto decode = [&](int slot, int buf) {
-    if (warp >= valid_rt) return;
+  uint4* const abuf0 = reinterpret_cast<uint4*>(smem + kTiledAOffset);
+  int* const fold_flags = reinterpret_cast<int*>(smem + kTiledFoldOffset);
+  // Warp w decodes row tile w of a k-tile into an A buffer: the fragments lane (g, t) of mma_tile
+  // would hold, with mma_tile's fold decision (every scale of the row tiles of the fold group in
+  // [1, 128]). dec_begin reads the scale bytes and decides, dec_group(j) decodes group j, so that
+  // the groups can sit between the mmas of the position before. A warp past the valid row tiles
+  // decodes the last valid one (bytes that were copied) into its own slots, which no mma reads.
+  struct Dec {
+    const uint8_t* codes;  // the row tile's codes at this lane's offset
+    uint32_t s_lo, s_hi;   // scale bytes of rows g and g + 8
+    bool fold;
+    uint4* a;  // this lane's fragment slots of row tile `warp`
+  };
+  const auto dec_begin = [&](int slot, int buf) -> Dec {
+    const int rt = warp < valid_rt ? warp : valid_rt - 1;
     const uint8_t* const raw = smem + slot * kTiledStageBytes;
-    const uint8_t* const sr = raw + warp * kTileStageBytes + kFp6TileBytes;
-    const uint32_t s_lo = *reinterpret_cast<const uint32_t*>(sr + g * 4);
-    const uint32_t s_hi = *reinterpret_cast<const uint32_t*>(sr + (g + 8) * 4);
-    bool fold = kBF16 && scales_foldable(s_lo) && scales_foldable(s_hi);
-    if (sh.rt == 2) {  // fold group: row tiles 2q, 2q + 1 (row0 is a multiple of 128)
-      const uint8_t* so = raw + (warp ^ 1) * kTileStageBytes + kFp6TileBytes;
+    const uint8_t* const sr = raw + rt * kTileStageBytes + kFp6TileBytes;
+    Dec d;
+    d.s_lo = *reinterpret_cast<const uint32_t*>(sr + g * 4);
+    d.s_hi = *reinterpret_cast<const uint32_t*>(sr + (g + 8) * 4);
+    bool fold = kBF16 && scales_foldable(d.s_lo) && scales_foldable(d.s_hi);
+    if (sh.rt == 2) {  // fold group: row tiles 2q, 2q + 1 (row0 is a multiple of 128, rows even)
+      const uint8_t* so = raw + (rt ^ 1) * kTileStageBytes + kFp6TileBytes;
       fold = fold && scales_foldable(*reinterpret_cast<const uint32_t*>(so + g * 4)) &&
              scales_foldable(*reinterpret_cast<const uint32_t*>(so + (g + 8) * 4));
     }
-    fold = __all_sync(0xffffffffu, fold);
-    uint4* const a = reinterpret_cast<uint4*>(smem + kTiledAOffset + buf * kTiledABytes) +
-                     warp * kFp6GroupsPerTileRow * 2 * 32 + lane;
-    const uint8_t* const lo0 = raw + warp * kTileStageBytes + lane_codes;
-#pragma unroll
-    for (int j = 0; j < kFp6GroupsPerTileRow; ++j) {
-      const uint8_t* lo = lo0 + kFp6GroupBytes * j;
-      const uint8_t* hi = lo + kFp6GroupBytes * kFp6GroupsPerTileRow * 8;
-      const uint32_t sel = 0x4040u + 0x0101u * j;
-      const uint32_t pow_lo = fold ? prmt(s_lo + 0x7e7e7e7eu, 0u, sel) << 7 : kPowUnscaled;
-      const uint32_t pow_hi = fold ? prmt(s_hi + 0x7e7e7e7eu, 0u, sel) << 7 : kPowUnscaled;
-      uint32_t a_lo[4], a_hi[4];
-      decode8<kBF16, false>(*reinterpret_cast<const uint32_t*>(lo), *reinterpret_cast<const uint32_t*>(lo + 4),
-                            par, pow_lo, a_lo);
-      decode8<kBF16, false>(*reinterpret_cast<const uint32_t*>(hi), *reinterpret_cast<const uint32_t*>(hi + 4),
-                            par, pow_hi, a_hi);
-      a[(j * 2) * 32] = make_uint4(a_lo[0], a_hi[0], a_lo[1], a_hi[1]);
-      a[(j * 2 + 1) * 32] = make_uint4(a_lo[2], a_hi[2], a_lo[3], a_hi[3]);
-    }
-    if (lane == 0) reinterpret_cast<int*>(smem + kTiledFoldOffset)[buf * kTiledRT + warp] = fold ? 1 : 0;
+    d.fold = __all_sync(0xffffffffu, fold);
+    d.codes = raw + rt * kTileStageBytes + lane_codes;
+    d.a = abuf0 + buf * (kTiledABytes / 16) + warp * kFp6GroupsPerTileRow * 2 * 32 + lane;
+    if (lane == 0) fold_flags[buf * kTiledRT + warp] = d.fold ? 1 : 0;
+    return d;
+  };
+  const auto dec_group = [&](const Dec& d, int j) {
+    const uint8_t* lo = d.codes + kFp6GroupBytes * j;
+    const uint8_t* hi = lo + kFp6GroupBytes * kFp6GroupsPerTileRow * 8;
+    const uint32_t sel = 0x4040u + 0x0101u * j;
+    const uint32_t pow_lo = d.fold ? prmt(d.s_lo + 0x7e7e7e7eu, 0u, sel) << 7 : kPowUnscaled;
+    const uint32_t pow_hi = d.fold ? prmt(d.s_hi + 0x7e7e7e7eu, 0u, sel) << 7 : kPowUnscaled;
+    uint32_t a_lo[4], a_hi[4];
+    decode8<kBF16, false>(*reinterpret_cast<const uint32_t*>(lo), *reinterpret_cast<const uint32_t*>(lo + 4), par,
+                          pow_lo, a_lo);
+    decode8<kBF16, false>(*reinterpret_cast<const uint32_t*>(hi), *reinterpret_cast<const uint32_t*>(hi + 4), par,
+                          pow_hi, a_hi);
+    d.a[(j * 2) * 32] = make_uint4(a_lo[0], a_hi[0], a_lo[1], a_hi[1]);
+    d.a[(j * 2 + 1) * 32] = make_uint4(a_lo[2], a_hi[2], a_lo[3], a_hi[3]);
   };
 
   // The thread's accumulator slots: row tile i of the warp's four, n8 block nb, mma slot q.
@@ -184,75 +202,110 @@ __global__ void __launch_bounds__(kTiledWarps * 32, 1) fp6_linear_tiled_kernel(c
   bool mine[4];  // warp-uniform
 #pragma unroll
   for (int i = 0; i < 4; ++i) mine[i] = 4 * wn + i < valid_rt;
+  const bool all_mine = mine[3];
 
-  // The mmas of one k-tile (A buffer `buf`, x and scale bytes from stage `slot`): for each of the
-  // warp's row tiles, mma_tile's sequence (folded: two mmas per group on the chain; otherwise the
-  // group's two mmas from zero, then one fmaf by the group's scale).
-  const auto compute = [&](int slot, int buf) {
-    const uint8_t* const raw = smem + slot * kTiledStageBytes;
-    const uint8_t* const xt = raw + kTiledRawBytes;
-    const uint4* const a = reinterpret_cast<const uint4*>(smem + kTiledAOffset + buf * kTiledABytes) + lane;
-    const int* const folds = reinterpret_cast<const int*>(smem + kTiledFoldOffset) + buf * kTiledRT + 4 * wn;
-    bool fold[4];
+  // The B fragments of group j of the x rows of stage `slot` (the warp's four n8 blocks).
+  const auto load_b = [&](int slot, int j, uint32_t (&b)[4][4]) {
+    const uint8_t* const xt = smem + slot * kTiledStageBytes + kTiledRawBytes;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) fold[i] = folds[i] != 0;
+    for (int nb = 0; nb < 4; ++nb) {
+      const uint4 xc = *reinterpret_cast<const uint4*>(xt + tiled_x_offset(wm * 32 + nb * 8 + g, j * 4 + t));
+      b[nb][0] = prmt(xc.x, xc.z, 0x5410u);
+      b[nb][1] = prmt(xc.x, xc.z, 0x7632u);
+      b[nb][2] = prmt(xc.y, xc.w, 0x5410u);
+      b[nb][3] = prmt(xc.y, xc.w, 0x7632u);
+    }
+  };
+  // mma_tile's sequence for group j of the warp's row tile i (A buffer `buf`, scale bytes from
+  // stage `slot`): folded, the group's two mmas on the chain; otherwise its two mmas from zero,
+  // then one fmaf by the group's scale.
+  const auto mma_rt = [&](int i, int j, bool folded, int slot, int buf, const uint32_t (&b)[4][4]) {
+    const int rt = 4 * wn + i;
+    const uint4* const a = abuf0 + buf * (kTiledABytes / 16) + lane;
+    const uint4 f0 = a[((rt * kFp6GroupsPerTileRow + j) * 2) * 32];
+    const uint4 f1 = a[((rt * kFp6GroupsPerTileRow + j) * 2 + 1) * 32];
+    const uint32_t a0[4] = {f0.x, f0.y, f0.z, f0.w};
+    const uint32_t a1[4] = {f1.x, f1.y, f1.z, f1.w};
+    if (kBF16 && folded) {
 #pragma unroll
-    for (int j = 0; j < kFp6GroupsPerTileRow; ++j) {
-      uint32_t b[4][4];
+      for (int nb = 0; nb < 4; ++nb) mma_16816_sched<kBF16>(acc[i][nb], a0, b[nb][0], b[nb][1], acc[i][nb]);
+#pragma unroll
+      for (int nb = 0; nb < 4; ++nb) mma_16816_sched<kBF16>(acc[i][nb], a1, b[nb][2], b[nb][3], acc[i][nb]);
+    } else {
+      const uint8_t* sr = smem + slot * kTiledStageBytes + rt * kTileStageBytes + kFp6TileBytes;
+      const float f_lo = e8m0_to_f32(sr[g * 4 + j]);
+      const float f_hi = e8m0_to_f32(sr[(g + 8) * 4 + j]);
+      const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float part[4][4];
+#pragma unroll
+      for (int nb = 0; nb < 4; ++nb) mma_16816_sched<kBF16>(part[nb], a0, b[nb][0], b[nb][1], zero);
+#pragma unroll
+      for (int nb = 0; nb < 4; ++nb) mma_16816_sched<kBF16>(part[nb], a1, b[nb][2], b[nb][3], part[nb]);
 #pragma unroll
       for (int nb = 0; nb < 4; ++nb) {
-        const uint4 xc = *reinterpret_cast<const uint4*>(xt + tiled_x_offset(wm * 32 + nb * 8 + g, j * 4 + t));
-        b[nb][0] = prmt(xc.x, xc.z, 0x5410u);
-        b[nb][1] = prmt(xc.x, xc.z, 0x7632u);
-        b[nb][2] = prmt(xc.y, xc.w, 0x5410u);
-        b[nb][3] = prmt(xc.y, xc.w, 0x7632u);
+        acc[i][nb][0] = fmaf(part[nb][0], f_lo, acc[i][nb][0]);
+        acc[i][nb][1] = fmaf(part[nb][1], f_lo, acc[i][nb][1]);
+        acc[i][nb][2] = fmaf(part[nb][2], f_hi, acc[i][nb][2]);
+        acc[i][nb][3] = fmaf(part[nb][3], f_hi, acc[i][nb][3]);
       }
+    }
+  };
+  // One position: its mmas (stage `slot`, A buffer `buf`) and the decode of the next position
+  // (stage `dslot` into the other A buffer). Where the warp's four row tiles are valid and share
+  // one fold decision (every tile of typical weights), the groups run as one straight block with
+  // the next position's decode between them; otherwise the decode runs first and each row tile
+  // takes its own branch.
+  const auto step = [&](int slot, int buf, int dslot) {
+    const int* const folds = fold_flags + buf * kTiledRT + 4 * wn;
+    const bool f0 = folds[0] != 0, f1 = folds[1] != 0, f2 = folds[2] != 0, f3 = folds[3] != 0;
+    const bool all_fold = f0 && f1 && f2 && f3, none_fold = !(f0 || f1 || f2 || f3);
+    const Dec d = dec_begin(dslot, buf ^ 1);
+    const auto straight = [&](auto folded) {
+#pragma unroll 1
+      for (int j = 0; j < kFp6GroupsPerTileRow; ++j) {
+        uint32_t b[4][4];
+        load_b(slot, j, b);
+        dec_group(d, j);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        if (!mine[i]) continue;
-        const int rt = 4 * wn + i;
-        const uint4 f0 = a[((rt * kFp6GroupsPerTileRow + j) * 2) * 32];
-        const uint4 f1 = a[((rt * kFp6GroupsPerTileRow + j) * 2 + 1) * 32];
-        const uint32_t a0[4] = {f0.x, f0.y, f0.z, f0.w};
-        const uint32_t a1[4] = {f1.x, f1.y, f1.z, f1.w};
-        if (kBF16 && fold[i]) {
+        for (int i = 0; i < 4; ++i) mma_rt(i, j, decltype(folded)::value, slot, buf, b);
+      }
+    };
+    if (all_mine && kBF16 && all_fold) {
+      straight(std::true_type{});
+    } else if (all_mine && none_fold) {
+      straight(std::false_type{});
+    } else {
+      const bool fold[4] = {f0, f1, f2, f3};
 #pragma unroll
-          for (int nb = 0; nb < 4; ++nb) mma_16816_sched<kBF16>(acc[i][nb], a0, b[nb][0], b[nb][1], acc[i][nb]);
+      for (int j = 0; j < kFp6GroupsPerTileRow; ++j) dec_group(d, j);
 #pragma unroll
-          for (int nb = 0; nb < 4; ++nb) mma_16816_sched<kBF16>(acc[i][nb], a1, b[nb][2], b[nb][3], acc[i][nb]);
-        } else {
-          const uint8_t* sr = raw + rt * kTileStageBytes + kFp6TileBytes;
-          const float f_lo = e8m0_to_f32(sr[g * 4 + j]);
-          const float f_hi = e8m0_to_f32(sr[(g + 8) * 4 + j]);
-          const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-          float part[4][4];
+      for (int j = 0; j < kFp6GroupsPerTileRow; ++j) {
+        uint32_t b[4][4];
+        load_b(slot, j, b);
 #pragma unroll
-          for (int nb = 0; nb < 4; ++nb) mma_16816_sched<kBF16>(part[nb], a0, b[nb][0], b[nb][1], zero);
-#pragma unroll
-          for (int nb = 0; nb < 4; ++nb) mma_16816_sched<kBF16>(part[nb], a1, b[nb][2], b[nb][3], part[nb]);
-#pragma unroll
-          for (int nb = 0; nb < 4; ++nb) {
-            acc[i][nb][0] = fmaf(part[nb][0], f_lo, acc[i][nb][0]);
-            acc[i][nb][1] = fmaf(part[nb][1], f_lo, acc[i][nb][1]);
-            acc[i][nb][2] = fmaf(part[nb][2], f_hi, acc[i][nb][2]);
-            acc[i][nb][3] = fmaf(part[nb][3], f_hi, acc[i][nb][3]);
-          }
+        for (int i = 0; i < 4; ++i) {
+          if (mine[i]) mma_rt(i, j, fold[i], slot, buf, b);
         }
       }
     }
   };
 
   // The ring: stage of position pos is pos % kTiledStages, A buffer pos % 2. Iteration pos waits
-  // for position pos + 1's copies, refills the stage of position pos - 1, decodes position pos + 1
-  // and runs position pos's mmas; its one barrier orders all of that against iteration pos - 1.
+  // for position pos + 1's copies, refills the stage of position pos - 1 and runs position pos's
+  // mmas with position pos + 1's decode; its one barrier orders all of that against iteration
+  // pos - 1. The last position decodes its own stage again into the unused buffer.
 #pragma unroll
   for (int s = 0; s < kTiledStages - 1; ++s) {
-    if (s < len) issue(s, s);
+    if (s < len) issue(s);
     cp_async_commit();
   }
   cp_async_wait<kTiledStages - 2>();
   __syncthreads();
-  if (len > 0) decode(0, 0);
+  if (len > 0) {
+    const Dec d = dec_begin(0, 0);
+#pragma unroll
+    for (int j = 0; j < kFp6GroupsPerTileRow; ++j) dec_group(d, j);
+  }
   int pos = 0;
   for (int v = 0; v < vw; ++v) {
     const int cnt = cq + (v < cr ? 1 : 0);
@@ -260,10 +313,9 @@ __global__ void __launch_bounds__(kTiledWarps * 32, 1) fp6_linear_tiled_kernel(c
     for (int c = 0; c < cnt; ++c, ++pos) {
       cp_async_wait<kTiledStages - 3>();
       __syncthreads();
-      if (pos + kTiledStages - 1 < len) issue(pos + kTiledStages - 1, (pos + kTiledStages - 1) % kTiledStages);
+      if (pos + kTiledStages - 1 < len) issue((pos + kTiledStages - 1) % kTiledStages);
       cp_async_commit();
-      if (pos + 1 < len) decode((pos + 1) % kTiledStages, (pos + 1) % 2);
-      compute(pos % kTiledStages, pos % 2);
+      step(pos % kTiledStages, pos % 2, pos + 1 < len ? (pos + 1) % kTiledStages : pos % kTiledStages);
     }
     // The split's sum: chain 0, then + chain 1, ... (an empty chain adds +0, as in linear_mma).
     each_slot([&](int i, int nb, int q) { cta[i][nb][q] = v == 0 ? acc[i][nb][q] : add_rn(cta[i][nb][q], acc[i][nb][q]); });

@@ -88,6 +88,9 @@ def fp6_weights(n, k, dt, seed):
     return w
 
 
+FP6_SHAPES = [(64, 256), (1024, 2048), (2048, 4096), (2560, 6144), (9216, 2048), (4224, 4096), (4224, 2048)]
+
+
 def fp6(dtypes, ms) -> None:
     for dt in dtypes:
         for n, k in [(64, 256), (2560, 6144)]:
@@ -108,7 +111,7 @@ def fp6(dtypes, ms) -> None:
     # two row tiles, 8 warps, clusters of 2 and 4224 x 2048: two row tiles, 4 warps, clusters of
     # 2), both item sizes, every PDL mode. Within one weight shape every mode and item size gives
     # the default's bits.
-    shapes = [(64, 256), (1024, 2048), (2048, 4096), (2560, 6144), (9216, 2048), (4224, 4096), (4224, 2048)]
+    shapes = FP6_SHAPES
     for dt in dtypes:
         for n, k in shapes:
             w = fp6_weights(n, k, dt, 7)
@@ -140,8 +143,20 @@ def fp6(dtypes, ms) -> None:
                     ref = x.double() @ mxfuse.mxfp6_unpack(packed, scales, dt).double().T + bias.double()
                     err = ((y.double() - ref).norm() / ref.norm()).item()
                     check(err < 1e-2, f"mxfp6_linear pinned {env} {dt} {n}x{k} m={m}: rel err {err}")
-            # Above M = 16: the tiled kernel (MXFUSE_FP6_ROWS_X=128; the default above M = 512)
-            # against the 32-row kernel, a partial block of 128 rows of x and one whole one plus one row.
+    fp6_tiled(dtypes, shapes)
+
+
+def fp6_tiled(dtypes, shapes) -> None:
+    """Above M = 16: the tiled kernel (MXFUSE_FP6_ROWS_X=128; the default above M = 384) against the
+    32-row kernel, a partial block of 128 rows of x and one whole one plus one row. fp6_weights
+    gives warps whose four row tiles all fold (the straight path), warps with a mix (the per-tile
+    path) and, in fp16, none folded; 64 x 256 and 208 x 512 leave warps with fewer than four valid
+    row tiles."""
+    for dt in dtypes:
+        for n, k in shapes + [(208, 512)]:
+            w = fp6_weights(n, k, dt, 7)
+            packed, scales = mxfuse.mxfp6_pack(w.cuda())
+            bias = randn((n,), dt, 8).cuda()
             for m in (37, 129):
                 x = randn((m, k), dt, 10).cuda()
                 got = {}
@@ -236,7 +251,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", nargs="*", default=["norms", "fp6", "front", "fp8_mm"],
-                    help="sections; fp6_graph (a captured chain) is run on its own, with the caching allocator")
+                    help="sections; fp6_graph (a captured chain) is run on its own, with the caching "
+                    "allocator; fp6_tiled (the tiled linear alone, also part of fp6)")
     args = ap.parse_args()
     dtypes = [torch.bfloat16] if args.quick else [torch.bfloat16, torch.float16]
     t0 = time.time()
@@ -244,6 +260,8 @@ def main() -> None:
         norms(dtypes, [1, 37] if args.quick else [1, 5, 37])
     if "fp6" in args.only:
         fp6(dtypes, [1, 16, 37] if args.quick else [1, 3, 8, 16, 37])
+    if "fp6_tiled" in args.only and "fp6" not in args.only:
+        fp6_tiled(dtypes, FP6_SHAPES)
     if "fp6_graph" in args.only:
         fp6_graph([1, 16] if args.quick else [1, 8, 16])
     if "front" in args.only:
