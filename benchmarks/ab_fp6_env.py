@@ -23,18 +23,20 @@ import mxfuse  # noqa: E402
 def main() -> None:
     ap = harness.ab_env_parser(["12288x6144", "2560x6144"])
     ap.add_argument("--pdl", nargs="+", default=["on"])
+    ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16", help="weights and x")
     args = ap.parse_args()
+    dt = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     torch.manual_seed(0)
     res = []
     for n, k in harness.parse_shapes(args.shapes):
         ws, packs = [], []
         for _ in range(harness.INPUT_SETS):
-            w = torch.randn(n, k, dtype=torch.bfloat16, device="cuda") * 0.02
+            w = torch.randn(n, k, dtype=dt, device="cuda") * 0.02
             mxfuse.mxfp6_round_(w)
             ws.append(w)
             packs.append(mxfuse.mxfp6_pack(w))
         for m in args.ms:
-            xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(harness.INPUT_SETS)]
+            xs = [torch.randn(m, k, dtype=dt, device="cuda") for _ in range(harness.INPUT_SETS)]
             for mode in args.pdl:
                 mxfuse.set_pdl(mode)
                 os.environ[args.var] = args.values[0]
@@ -49,8 +51,8 @@ def main() -> None:
                                               lambda i: mxfuse.mxfp6_linear(xs[i], *packs[i]))
                 dense = harness.graph_time_us(lambda i: F.linear(xs[i], ws[i]))
                 fields, line = harness.ab_line(args.var, args.values, best, dense)
-                res.append({"n": n, "k": k, "m": m, "pdl": mode, **fields})
-                print(f"{n}x{k} m={m:<3} {mode:<16} {line}", flush=True)
+                res.append({"n": n, "k": k, "m": m, "pdl": mode, "dtype": args.dtype, **fields})
+                print(f"{n}x{k} m={m:<3} {mode:<16} {args.dtype} {line}", flush=True)
     mxfuse.set_pdl("on")
     if args.out:
         harness.write_record(args.out, rows=res)

@@ -26,7 +26,7 @@
 // decode runs first and each row tile takes its own branch. The kS CTAs of a cluster take one
 // split each and the others push their sums into the leader's shared memory, as the decode
 // kernels do. H200 measurements and the versions that lost: docs/PERF_NOTES.md, thirty-third and
-// thirty-fourth sessions.
+// thirty-fourth sessions; the copies, thirty-fifth.
 #pragma once
 
 #include "mxfp6_linear.cuh"
@@ -104,37 +104,42 @@ __global__ void __launch_bounds__(kTiledWarps * 32, 1) fp6_linear_tiled_kernel(c
     return kt;
   };
   const uint32_t smem0 = smem_addr(smem);
+  // Stage `slot` <- the next position's tile. Warp w copies row tile w, the one it decodes: lane
+  // l its code chunks l, l + 32, l + 64, lanes 0..15 the scale word of row l. Each thread copies
+  // chunk tid % 16 of x rows tid / 16 + 16 i (i = 0..7): one row pointer stepped by 16 rows, or,
+  // in a CTA whose rows pass M, rows past M read the last row (their outputs are never stored).
+  // Per-thread bases are computed once (IMAD, this arithmetic among it, was a quarter of the
+  // instructions before; this form is 1.04-1.07x faster, docs/PERF_NOTES.md thirty-fifth session).
+  static_assert(kTiledWarps == kTiledRT, "warp w copies row tile w");
   const uint8_t* const packed_rt0 = p.packed + (row0 / kFp6TileRows) * ktiles * kFp6TileBytes;
-  // This thread's x copies: chunk tid % 16 of rows tid / 16 + 16 i (rows past M read the last row;
-  // their outputs are never stored).
   const uint16_t* const xbase = static_cast<const uint16_t*>(p.x) + (tid % 16) * 8;
-  // Stage `slot` <- the next position's tile: 96 code chunks and 16 scale words per row tile, the
-  // CTA's rows of x.
+  const uint8_t* const packed_w = packed_rt0 + static_cast<int64_t>(warp) * ktiles * kFp6TileBytes + lane * 16;
+  const uint8_t* const scales_w = p.scales + (row0 + warp * kFp6TileRows + (lane & 15)) * sgroups;
+  const bool x_full = m0 + kTiledRows <= p.m;
+  const uint16_t* const xrow = xbase + (m0 + tid / 16) * p.x_stride;
   const auto issue = [&](int slot) {
     const int64_t kt = next_tile();
     const uint32_t raw = smem0 + slot * kTiledStageBytes, xdst = raw + kTiledRawBytes;
+    if (warp < valid_rt) {
+      const uint8_t* const src = packed_w + kt * kFp6TileBytes;
+      const uint32_t dst = raw + warp * kTileStageBytes + lane * 16;
 #pragma unroll
-    for (int it = 0; it < (kTiledRT * 112 + kTiledWarps * 32 - 1) / (kTiledWarps * 32); ++it) {
-      const int idx = tid + it * kTiledWarps * 32;
-      if (idx < kTiledRT * 96) {
-        const int rt = idx / 96, c = idx % 96;
-        if (rt < valid_rt) {
-          cp_async16_to(raw + rt * kTileStageBytes + c * 16,
-                        packed_rt0 + (rt * ktiles + kt) * kFp6TileBytes + c * 16);
-        }
-      } else if (idx < kTiledRT * 112) {
-        const int w = idx - kTiledRT * 96, rt = w / 16, r = w % 16;
-        if (rt < valid_rt) {
-          cp_async4_to(raw + rt * kTileStageBytes + kFp6TileBytes + r * 4,
-                       p.scales + (row0 + rt * kFp6TileRows + r) * sgroups + kt * 4);
-        }
-      }
+      for (int it = 0; it < kFp6TileBytes / 512; ++it) cp_async16_to(dst + it * 512, src + it * 512);
+      if (lane < kFp6TileRows) cp_async4_to(raw + warp * kTileStageBytes + kFp6TileBytes + lane * 4, scales_w + kt * 4);
     }
+    constexpr int kXCopies = kTiledRows * 16 / (kTiledWarps * 32);
+    if (x_full) {
+      const uint16_t* src = xrow + kt * kFp6TileCols;
+      const int64_t step = 16 * p.x_stride;
 #pragma unroll
-    for (int i = 0; i < kTiledRows * 16 / (kTiledWarps * 32); ++i) {
-      const int64_t m = m0 + tid / 16 + 16 * i;
-      cp_async16_to(xdst + tiled_x_offset(tid / 16 + 16 * i, tid % 16),
-                    xbase + (m < p.m ? m : p.m - 1) * p.x_stride + kt * kFp6TileCols);
+      for (int i = 0; i < kXCopies; ++i, src += step) cp_async16_to(xdst + tiled_x_offset(tid / 16 + 16 * i, tid % 16), src);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kXCopies; ++i) {
+        const int64_t m = m0 + tid / 16 + 16 * i;
+        cp_async16_to(xdst + tiled_x_offset(tid / 16 + 16 * i, tid % 16),
+                      xbase + (m < p.m ? m : p.m - 1) * p.x_stride + kt * kFp6TileCols);
+      }
     }
   };
 
