@@ -5,6 +5,9 @@ value must give the bits of the first (checked before timing), so only knobs tha
 summation order (ITEM_RT) or experiment knobs that claim to can be compared.
 
     python benchmarks/ab_fp6_env.py --var MXFUSE_FP6_ITEM_RT --values 1 2 --shapes 12288x6144 --ms 1 8 16
+
+`--dtype fp16` runs weights and x in fp16 (the record's `bf16_us` is then fp16 F.linear), so the
+kernels' unfolded-scale path (fp16 never folds) is timed too.
 """
 from __future__ import annotations
 
