@@ -100,10 +100,11 @@ namespace {
 // The tiled kernel runs the mma path (NVIDIA sm_80+) only.
 bool tiled_linear(const Fp6LinearParams& p) {
 #if defined(MXF_CUDA)
-  // H200, `off` (docs/PERF_NOTES.md, thirty-third and thirty-fourth sessions): the tiled kernel
+  // H200, `off` (docs/PERF_NOTES.md, thirty-third to thirty-fifth sessions): the tiled kernel
   // was faster than the 32-row kernel at M = 1024 on every shape measured; with the straight
   // path (thirty-fourth) 1.11-1.32x at M = 512 on the four shapes, mixed at 384 (0.94-1.34x) and
-  // slower below (0.13-0.88x at M = 33 .. 256, before the straight path).
+  // slower below (0.13-0.88x at M = 33 .. 256, before the straight path). With the warp-owned
+  // copies (thirty-fifth): 0.95-1.38x at 384, 1.02-1.17x at 448.
   constexpr int64_t kTiledAboveM = 384;
   if (p.force_portable || p.m <= 16) return false;
   return p.rows_x_override == 128 || (p.rows_x_override == 0 && p.m > kTiledAboveM);
