@@ -9,7 +9,8 @@ import pytest
 import torch
 import re
 
-from conftest import OPS, assert_bitwise_equal, capture_graph, launched_kernels, randn, requires_mxfp6
+from conftest import (OPS, assert_bitwise_equal, capture_graph, launched_kernels, randn, requires_mxfp6,
+                      run_poisoned)
 from mxfuse import reference as ref
 from test_mxfp6 import linear_bound, weight
 
@@ -748,3 +749,17 @@ def test_pack_large_weight_matches_cpu():
     pc, sc = ref.mxfp6_pack(w)
     assert_bitwise_equal(pg.cpu(), pc, "packed GPU vs reference")
     assert_bitwise_equal(sg.cpu(), sc, "scales GPU vs reference")
+
+
+def test_unpack_more_row_tiles_than_one_grid_dimension():
+    # The GPU unpack runs one CTA per tile on a (K / 128, min(N / 16, 65535)) grid, and a CTA takes
+    # row tiles tn, tn + 65535, ...: 65537 row tiles (1 048 592 rows) cover both the step and the
+    # row tiles past it. Random codes and scales, every element checked against the CPU op and the
+    # poison-filled output fully written.
+    tiles = 65537
+    g = torch.Generator().manual_seed(21)
+    packed = torch.randint(0, 256, (tiles, 1, 1536), dtype=torch.uint8, generator=g)
+    scales = torch.randint(100, 150, (tiles * 16, 4), dtype=torch.uint8, generator=g)
+    want = OPS.mxfp6_unpack(packed, scales, torch.bfloat16)
+    got = run_poisoned(lambda: OPS.mxfp6_unpack(packed.cuda(), scales.cuda(), torch.bfloat16))[0]
+    assert_bitwise_equal(got, want, "GPU unpack of 65537 row tiles vs CPU")

@@ -1,6 +1,7 @@
-// MXFP6 E2M3 weights: pack / unpack / round (one thread per 32-element group), and the dispatch
-// of the W6A16 decode linear and the attention front to their kernels (mxfp6_linear.cuh, compiled
-// in the mxfp6_{linear,front}_*.cu units: one per activation dtype and x row block).
+// MXFP6 E2M3 weights: pack / round (one thread per 32-element group), unpack (one per 8 codes),
+// and the dispatch of the W6A16 decode linear and the attention front to their kernels
+// (mxfp6_linear.cuh, compiled in the mxfp6_{linear,front}_*.cu units: one per activation dtype and
+// x row block).
 #include "../core/mxfp6_layout.h"
 #include "../core/mx.h"
 #include "attention_front.h"
@@ -8,6 +9,7 @@
 #include "mxfp6_entries.h"
 #include "vec.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -62,17 +64,53 @@ __global__ void __launch_bounds__(kThreads) fp6_pack_kernel(const Fp6PackParams 
   }
 }
 
-__global__ void __launch_bounds__(kThreads) fp6_unpack_kernel(const Fp6UnpackParams p) {
-  const int64_t groups = p.k / kMxBlock;
-  const int64_t gid = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (gid >= p.n * groups) return;
-  const int64_t row = gid / groups, grp = gid % groups;
-  uint8_t codes[kMxBlock];
-  fp6_unpack_group(p.packed + fp6_group_offset(row, grp, p.k), codes);
-  const uint8_t sb = p.scales[gid];
+// A CTA unpacks kTilesK consecutive tiles of row tile tn (tk0 = kTilesK blockIdx.x; tn =
+// blockIdx.y, stepping by gridDim.y past 65535 row tiles), a thread 8 codes of each: chunk
+// j = threadIdx.x (0..255) of a tile is its row j / 16, columns 8 (j % 16) .. + 7 of its 128, and its
+// codes are the tile's bytes [6j, 6j + 6) (SPEC §4: a row's four groups are 96 consecutive bytes).
+// A warp reads 192 consecutive bytes of a tile and writes 256 bytes to each of two rows (bf16 /
+// fp16). `packed` starts on a 16-byte boundary (check_packed), so the word loads are aligned.
+// Values are e2m3_dequantize's (e2m3_dequantize_fast).
+constexpr int kUnpackThreads = kFp6TileRows * kFp6TileCols / 8;  // 256 chunks per tile
+constexpr unsigned kMaxGridY = 65535;
+
+template <int kTilesK>
+__global__ void __launch_bounds__(kUnpackThreads) fp6_unpack_kernel(const Fp6UnpackParams p) {
+  const int j = static_cast<int>(threadIdx.x);
+  const int64_t ktiles = p.k / kFp6TileCols;
+  const int64_t tk0 = static_cast<int64_t>(blockIdx.x) * kTilesK;
   const int64_t esz = p.out_dtype == Dtype::kFP32 ? 4 : 2;
-  store_group_values(codes, sb, static_cast<char*>(p.out) + (row * p.k + grp * kMxBlock) * esz, p.out_dtype,
-                     true);
+  for (int64_t tn = blockIdx.y; tn < p.n / kFp6TileRows; tn += gridDim.y) {
+    // Two aligned words from byte 6j rounded down to 4 (6j, or 6j - 2 for odd j); within the tile.
+    // The CTA's kTilesK tiles are consecutive in memory; all their loads are issued first.
+    const uint8_t* tiles = p.packed + (tn * ktiles + tk0) * kFp6TileBytes + (6 * j & ~3);
+    const int64_t row = tn * kFp6TileRows + j / 16;
+    const uint8_t* srow = p.scales + row * (p.k / kMxBlock) + tk0 * 4 + (j % 16) / 4;
+    uint32_t lo[kTilesK] = {}, hi[kTilesK] = {};
+    uint8_t sb[kTilesK] = {};
+#pragma unroll
+    for (int t = 0; t < kTilesK; ++t) {
+      if (t == 0 || tk0 + t < ktiles) {
+        const uint32_t* src = reinterpret_cast<const uint32_t*>(tiles + t * kFp6TileBytes);
+        lo[t] = src[0];
+        hi[t] = src[1];
+        sb[t] = srow[4 * t];
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTilesK; ++t) {
+      if (t == 0 || tk0 + t < ktiles) {
+        const uint64_t w = (lo[t] | static_cast<uint64_t>(hi[t]) << 32) >> (j % 2 * 16);
+        Chunk8 y;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          y.v[i] = e2m3_dequantize_fast(static_cast<uint32_t>(w >> (6 * i)) & 0x3fu, sb[t]);
+        }
+        store_chunk(static_cast<char*>(p.out) + row * p.k * esz, (tk0 + t) * 16 + j % 16, p.k,
+                    p.out_dtype, true, y);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -84,7 +122,15 @@ error_t launch_mxfp6_pack(const Fp6PackParams& p, stream_t stream) {
 }
 
 error_t launch_mxfp6_unpack(const Fp6UnpackParams& p, stream_t stream) {
-  fp6_unpack_kernel<<<blocks_for(p.n * (p.k / kMxBlock), kThreads), kThreads, 0, stream>>>(p);
+  // Two tiles per CTA for 16-bit outputs, one for fp32 (H200, docs/PERF_NOTES.md: with two tiles
+  // bf16 1.18-1.22x faster than with one, fp32 1.25-1.48x slower; four no better than two).
+  const unsigned gy = static_cast<unsigned>(std::min<int64_t>(p.n / kFp6TileRows, kMaxGridY));
+  const unsigned ktiles = static_cast<unsigned>(p.k / kFp6TileCols);
+  if (p.out_dtype == Dtype::kFP32) {
+    fp6_unpack_kernel<1><<<dim3(ktiles, gy), kUnpackThreads, 0, stream>>>(p);
+  } else {
+    fp6_unpack_kernel<2><<<dim3((ktiles + 1) / 2, gy), kUnpackThreads, 0, stream>>>(p);
+  }
   return last_error();
 }
 

@@ -202,6 +202,20 @@ TEST(E2M3, DecodeAll64) {
   EXPECT_EQ(bits(mxf::e2m3_decode(0x20)), 0x80000000u);
 }
 
+// The branch-free decode of the GPU unpack: the bits of e2m3_decode for every code, and of
+// e2m3_dequantize for every code under every scale byte (subnormal and underflowing products,
+// the NaN scale).
+TEST(E2M3, FastDecodeEqualsDecodeAll64AllScales) {
+  for (uint32_t c = 0; c < 64; ++c) {
+    EXPECT_EQ(bits(mxf::e2m3_decode_fast(c)), bits(mxf::e2m3_decode(static_cast<uint8_t>(c)))) << c;
+    for (uint32_t sb = 0; sb < 256; ++sb) {
+      const float fast = mxf::e2m3_dequantize_fast(c, static_cast<uint8_t>(sb));
+      const float ref = mxf::e2m3_dequantize(static_cast<uint8_t>(c), static_cast<uint8_t>(sb));
+      EXPECT_EQ(bits(fast), bits(ref)) << "code " << c << " scale byte " << sb;
+    }
+  }
+}
+
 // Decoding then encoding every code gives the code back (NaN codes give the one NaN, 0x7F).
 TEST(E4M3E2M3, RoundTripAllCodes) {
   for (uint32_t c = 0; c < 256; ++c) {

@@ -91,20 +91,27 @@ def fp6_weights(n, k, dt, seed):
 FP6_SHAPES = [(64, 256), (1024, 2048), (2048, 4096), (2560, 6144), (9216, 2048), (4224, 4096), (4224, 2048)]
 
 
-def fp6(dtypes, ms) -> None:
+def fp6_pack_unpack(dtypes) -> None:
+    """pack, round_ and unpack; the unpack to every output dtype (two tiles per CTA for 16-bit
+    outputs, so 48 x 384 has a CTA with one tile)."""
     for dt in dtypes:
-        for n, k in [(64, 256), (2560, 6144)]:
+        for n, k in [(64, 256), (48, 384), (2560, 6144)]:
             w = fp6_weights(n, k, dt, 5)
             packed, scales = mxfuse.mxfp6_pack(w)
             pg, sg = mxfuse.mxfp6_pack(w.cuda())
             equal(pg, packed, f"mxfp6_pack {dt} {n}x{k}")
             equal(sg, scales, f"mxfp6_pack scales {dt} {n}x{k}")
-            equal(mxfuse.mxfp6_unpack(pg, sg, dt), mxfuse.mxfp6_unpack(packed, scales, dt),
-                  f"mxfp6_unpack {dt} {n}x{k}")
+            for out in (torch.bfloat16, torch.float16, torch.float32):
+                equal(mxfuse.mxfp6_unpack(pg, sg, out), mxfuse.mxfp6_unpack(packed, scales, out),
+                      f"mxfp6_unpack {dt} {n}x{k} to {out}")
             wr, wgr = w.clone(), w.cuda()
             mxfuse.mxfp6_round_(wr)
             mxfuse.mxfp6_round_(wgr)
             equal(wgr, wr, f"mxfp6_round_ {dt} {n}x{k}")
+
+
+def fp6(dtypes, ms) -> None:
+    fp6_pack_unpack(dtypes)
     # The linear: every launch shape of the heuristic (2560 x 6144: two row tiles, 4 warps,
     # clusters of 4; 9216 x 2048: two row tiles, 8 warps; 2048 x 4096 and 64 x 256: one row tile
     # and K split over clusters; 1024 x 2048: one row tile, cluster of 2; on 132 SMs 4224 x 4096:
@@ -252,7 +259,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", nargs="*", default=["norms", "fp6", "front", "fp8_mm"],
                     help="sections; fp6_graph (a captured chain) is run on its own, with the caching "
-                    "allocator; fp6_tiled (the tiled linear alone, also part of fp6)")
+                    "allocator; fp6_tiled (the tiled linear alone, also part of fp6); fp6_unpack "
+                    "(pack, round_ and unpack alone, also part of fp6)")
     args = ap.parse_args()
     dtypes = [torch.bfloat16] if args.quick else [torch.bfloat16, torch.float16]
     t0 = time.time()
@@ -260,6 +268,8 @@ def main() -> None:
         norms(dtypes, [1, 37] if args.quick else [1, 5, 37])
     if "fp6" in args.only:
         fp6(dtypes, [1, 16, 37] if args.quick else [1, 3, 8, 16, 37])
+    if "fp6_unpack" in args.only and "fp6" not in args.only:
+        fp6_pack_unpack(dtypes)
     if "fp6_tiled" in args.only and "fp6" not in args.only:
         fp6_tiled(dtypes, FP6_SHAPES)
     if "fp6_graph" in args.only:
