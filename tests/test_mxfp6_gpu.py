@@ -752,10 +752,11 @@ def test_pack_large_weight_matches_cpu():
 
 
 def test_unpack_more_row_tiles_than_one_grid_dimension():
-    # The GPU unpack runs one CTA per tile on a (K / 128, min(N / 16, 65535)) grid, and a CTA takes
-    # row tiles tn, tn + 65535, ...: 65537 row tiles (1 048 592 rows) cover both the step and the
-    # row tiles past it. Random codes and scales, every element checked against the CPU op and the
-    # poison-filled output fully written.
+    # The GPU unpack to bf16 runs a CTA per two tiles of a row tile on a (K / 256 rounded up,
+    # min(N / 16, 65535)) grid, and a CTA takes row tiles tn, tn + 65535, ...: 65537 row tiles
+    # (1 048 592 rows) cover both the step and the row tiles past it, and K = 128 a CTA whose
+    # second tile is past K. Random codes and scales, every element checked against the CPU op
+    # and the poison-filled output fully written.
     tiles = 65537
     g = torch.Generator().manual_seed(21)
     packed = torch.randint(0, 256, (tiles, 1, 1536), dtype=torch.uint8, generator=g)

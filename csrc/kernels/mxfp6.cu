@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kUnpackThreads) fp6_unpack_kernel(const Fp6Unp
   for (int64_t tn = blockIdx.y; tn < p.n / kFp6TileRows; tn += gridDim.y) {
     // Two aligned words from byte 6j rounded down to 4 (6j, or 6j - 2 for odd j); within the tile.
     // The CTA's kTilesK tiles are consecutive in memory; all their loads are issued first.
-    const uint8_t* tiles = p.packed + (tn * ktiles + tk0) * kFp6TileBytes + (6 * j & ~3);
+    const uint8_t* tiles = p.packed + (tn * ktiles + tk0) * kFp6TileBytes + ((6 * j) & ~3);
     const int64_t row = tn * kFp6TileRows + j / 16;
     const uint8_t* srow = p.scales + row * (p.k / kMxBlock) + tk0 * 4 + (j % 16) / 4;
     uint32_t lo[kTilesK] = {}, hi[kTilesK] = {};
