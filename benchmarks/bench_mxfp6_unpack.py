@@ -50,9 +50,9 @@ def main() -> None:
     for n, k in harness.parse_shapes(args.shapes):
         w0 = weight(n, k, torch.bfloat16, "cpu")
         pc, sc = mxfuse.mxfp6_pack(w0)
-        packs = [mxfuse.mxfp6_pack((weight(n, k, torch.bfloat16, "cpu") if i == 0 else
-                                    torch.randn(n, k, dtype=torch.bfloat16) * 0.02).cuda())
-                 for i in range(harness.INPUT_SETS)]
+        ws_cpu = [w0] + [torch.randn(n, k, dtype=torch.bfloat16) * 0.02
+                         for _ in range(harness.INPUT_SETS - 1)]
+        packs = [mxfuse.mxfp6_pack(w.cuda()) for w in ws_cpu]
         assert torch.equal(packs[0][0].cpu(), pc) and torch.equal(packs[0][1].cpu(), sc)
         for dname in args.dtypes:
             dt = DTYPES[dname]
@@ -60,7 +60,7 @@ def main() -> None:
             for v in values:
                 with harness.env_set(args.var or "_", v):
                     got = mxfuse.mxfp6_unpack(*packs[0], dt).cpu()
-                assert torch.equal(got, want), f"{n}x{k} {dname} {args.var}={v}: GPU unpack != CPU unpack"
+                assert torch.equal(got, want), f"{n}x{k} {dname} {args.var}={v}: GPU != CPU"
             del want, got
 
             def call(i, dt=dt):
@@ -72,25 +72,27 @@ def main() -> None:
                 os.environ.pop(args.var, None)
             else:
                 best = {None: harness.graph_time_us(call)}
-            row = {"n": n, "k": k, "out_dtype": dname, "bytes": nbytes,
-                   "us": {str(v): t for v, t in best.items()},
-                   "pct_copy": {str(v): 100.0 * nbytes / (t * 1e-6) / 1e9 / copy_gbs for v, t in best.items()}}
-            rows.append(row)
-            line = [f"{n}x{k}", dname] + [f"{best[v]:.2f} ({row['pct_copy'][str(v)]:.1f}%)" for v in values]
+            pct = {v: 100.0 * nbytes / (t * 1e-6) / 1e9 / copy_gbs for v, t in best.items()}
+            rows.append({"n": n, "k": k, "out_dtype": dname, "bytes": nbytes,
+                         "us": {str(v): t for v, t in best.items()},
+                         "pct_copy": {str(v): q for v, q in pct.items()}})
+            line = [f"{n}x{k}", dname] + [f"{best[v]:.2f} ({pct[v]:.1f}%)" for v in values]
             if len(values) > 1:
                 line.append(f"{best[values[0]] / best[values[-1]]:.2f}x")
             table.append(line)
             print(" | ".join(line), flush=True)
         for m in args.linear_ms:
             ws = [mxfuse.mxfp6_unpack(*packs[i], torch.bfloat16) for i in range(harness.INPUT_SETS)]
-            xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda") for _ in range(harness.INPUT_SETS)]
+            xs = [torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
+                  for _ in range(harness.INPUT_SETS)]
             dense = harness.graph_time_us(lambda i: F.linear(xs[i], ws[i]))
             recipe = {}
             for v in values:
                 with harness.env_set(args.var or "_", v):
                     recipe[str(v)] = harness.graph_time_us(
                         lambda i: F.linear(xs[i], mxfuse.mxfp6_unpack(*packs[i], torch.bfloat16)))
-            rows.append({"n": n, "k": k, "m": m, "bf16_linear_us": dense, "unpack_then_linear_us": recipe})
+            rows.append({"n": n, "k": k, "m": m, "bf16_linear_us": dense,
+                         "unpack_then_linear_us": recipe})
             line = [f"{n}x{k}", f"M={m}: bf16 F.linear {dense:.2f}, unpack + F.linear"] + [
                 f"{t:.2f} ({dense / t:.2f}x)" for t in recipe.values()]
             if len(values) > 1:
@@ -99,16 +101,19 @@ def main() -> None:
             print(" | ".join(line), flush=True)
         torch.cuda.empty_cache()
     cols = [f"{args.var}={v}: us (% copy)" for v in values] if args.var else ["us (% copy)"]
-    header = ["N x K", "out dtype / prefill"] + cols + (["first / last"] if len(values) > 1 else [])
+    header = ["N x K", "out dtype / prefill"] + cols
+    header += ["first / last"] if len(values) > 1 else []
     env = harness.environment()
     md = (f"# mxfp6_unpack on the GPU ({env['device']})\n\n"
-          f"Command: `{harness.command()}`. One CUDA graph of 128 calls cycling 16 packed weights, best of "
-          f"5 replays; copy bandwidth {copy_gbs:.0f} GB/s in the same run. Bytes: packed + scales + output. "
-          "Every GPU output was first checked bitwise equal to the CPU op's. Prefill rows: bf16 F.linear on "
-          "the unpacked weights, against mxfp6_unpack then F.linear in each call (x ratio = bf16 / recipe).\n\n"
+          f"Command: `{harness.command()}`. One CUDA graph of 128 calls cycling 16 packed "
+          f"weights, best of 5 replays; copy bandwidth {copy_gbs:.0f} GB/s in the same run. "
+          "Bytes: packed + scales + output. Every GPU output was first checked bitwise equal to "
+          "the CPU op's. Prefill rows: bf16 F.linear on the unpacked weights, against mxfp6_unpack "
+          "then F.linear in each call (x ratio = bf16 / recipe).\n\n"
           + harness.md_table(header, table))
-    harness.write_results(args.out, {"env": env, "copy_gbs": copy_gbs, "var": args.var, "values": args.values,
-                                     "rows": rows}, md)
+    payload = {"env": env, "copy_gbs": copy_gbs, "var": args.var, "values": args.values,
+               "rows": rows}
+    harness.write_results(args.out, payload, md)
     print(md)
 
 

@@ -128,21 +128,15 @@ MXF_HD float e4m3_dequantize(uint8_t code, uint8_t sb) {
   if (sb == kE8M0NaN || (code & 0x7fu) == kE4M3NaN) return u2f(kF32QNaN);
   return mul_rn(e4m3_decode(code), pow2f(static_cast<int>(sb) - 127));
 }
-MXF_HD float e2m3_dequantize(uint8_t code, uint8_t sb) {
-  if (sb == kE8M0NaN) return u2f(kF32QNaN);
-  return mul_rn(e2m3_decode(code), pow2f(static_cast<int>(sb) - 127));
-}
-
 // e2m3_decode without branches: the 5 magnitude bits placed at fp32 bits 20..24 are the code's
 // value times 2^-126 (codes with a zero exponent land on fp32 subnormals, m * 2^-129, still exact),
-// one multiply by 2^126 restores it. The GPU unpack decodes with it (tests/cpp: equal to
-// e2m3_decode for all 64 codes).
+// one multiply by 2^126 restores it (tests/cpp: equal to e2m3_decode for all 64 codes).
 MXF_HD float e2m3_decode_fast(uint32_t code) {
   return mul_rn(u2f(((code & 0x20u) << 26) | ((code & 0x1fu) << 20)), pow2f(126));
 }
 
-// e2m3_dequantize on e2m3_decode_fast: the same single rounding (the decoded value is exact).
-MXF_HD float e2m3_dequantize_fast(uint32_t code, uint8_t sb) {
+// The code's exact value times 2^(sb-127), rounded once; NaN for the NaN scale.
+MXF_HD float e2m3_dequantize(uint32_t code, uint8_t sb) {
   if (sb == kE8M0NaN) return u2f(kF32QNaN);
   return mul_rn(e2m3_decode_fast(code), pow2f(static_cast<int>(sb) - 127));
 }

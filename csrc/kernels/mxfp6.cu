@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kThreads) fp6_pack_kernel(const Fp6PackParams 
 // codes are the tile's bytes [6j, 6j + 6) (SPEC §4: a row's four groups are 96 consecutive bytes).
 // A warp reads 192 consecutive bytes of a tile and writes 256 bytes to each of two rows (bf16 /
 // fp16). `packed` starts on a 16-byte boundary (check_packed), so the word loads are aligned.
-// Values are e2m3_dequantize's (e2m3_dequantize_fast).
+// Values are e2m3_dequantize's.
 constexpr int kUnpackThreads = kFp6TileRows * kFp6TileCols / 8;  // 256 chunks per tile
 constexpr unsigned kMaxGridY = 65535;
 
@@ -79,6 +79,7 @@ __global__ void __launch_bounds__(kUnpackThreads) fp6_unpack_kernel(const Fp6Unp
   const int j = static_cast<int>(threadIdx.x);
   const int64_t ktiles = p.k / kFp6TileCols;
   const int64_t tk0 = static_cast<int64_t>(blockIdx.x) * kTilesK;
+  const int nt = static_cast<int>(std::min<int64_t>(kTilesK, ktiles - tk0));  // tiles left in K
   const int64_t esz = p.out_dtype == Dtype::kFP32 ? 4 : 2;
   for (int64_t tn = blockIdx.y; tn < p.n / kFp6TileRows; tn += gridDim.y) {
     // Two aligned words from byte 6j rounded down to 4 (6j, or 6j - 2 for odd j); within the tile.
@@ -90,7 +91,7 @@ __global__ void __launch_bounds__(kUnpackThreads) fp6_unpack_kernel(const Fp6Unp
     uint8_t sb[kTilesK] = {};
 #pragma unroll
     for (int t = 0; t < kTilesK; ++t) {
-      if (t == 0 || tk0 + t < ktiles) {
+      if (t < nt) {
         const uint32_t* src = reinterpret_cast<const uint32_t*>(tiles + t * kFp6TileBytes);
         lo[t] = src[0];
         hi[t] = src[1];
@@ -99,12 +100,12 @@ __global__ void __launch_bounds__(kUnpackThreads) fp6_unpack_kernel(const Fp6Unp
     }
 #pragma unroll
     for (int t = 0; t < kTilesK; ++t) {
-      if (t == 0 || tk0 + t < ktiles) {
+      if (t < nt) {
         const uint64_t w = (lo[t] | static_cast<uint64_t>(hi[t]) << 32) >> (j % 2 * 16);
         Chunk8 y;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-          y.v[i] = e2m3_dequantize_fast(static_cast<uint32_t>(w >> (6 * i)) & 0x3fu, sb[t]);
+          y.v[i] = e2m3_dequantize(static_cast<uint32_t>(w >> (6 * i)) & 0x3fu, sb[t]);
         }
         store_chunk(static_cast<char*>(p.out) + row * p.k * esz, (tk0 + t) * 16 + j % 16, p.k,
                     p.out_dtype, true, y);
