@@ -764,3 +764,23 @@ def test_unpack_more_row_tiles_than_one_grid_dimension():
     want = OPS.mxfp6_unpack(packed, scales, torch.bfloat16)
     got = run_poisoned(lambda: OPS.mxfp6_unpack(packed.cuda(), scales.cuda(), torch.bfloat16))[0]
     assert_bitwise_equal(got, want, "GPU unpack of 65537 row tiles vs CPU")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_pack_and_round_more_row_tiles_than_one_grid_dimension(dtype):
+    # The GPU pack and round_ run a CTA per tile on a (K / 128, min(N / 16, 65535)) grid, and a
+    # CTA takes row tiles tn, tn + 65535, ...: 65537 row tiles (1 048 592 rows) cover both the
+    # step and the row tiles past it. Outputs poison-filled and checked against the CPU op.
+    rows = 65537 * 16
+    g = torch.Generator().manual_seed(22)
+    row_scale = torch.exp2(torch.randint(-12, 8, (rows, 1), generator=g).float())  # fp16-finite
+    w = (torch.randn(rows, 128, generator=g) * row_scale).to(dtype)
+    pc, sc = OPS.mxfp6_pack(w, "floor")
+    pg, sg = run_poisoned(lambda: OPS.mxfp6_pack(w.cuda(), "floor"))
+    assert_bitwise_equal(pg, pc, "GPU pack of 65537 row tiles vs CPU: packed")
+    assert_bitwise_equal(sg, sc, "GPU pack of 65537 row tiles vs CPU: scales")
+    wg, wc = w.cuda(), w.clone()
+    OPS.mxfp6_round_(wg, "floor")
+    OPS.mxfp6_round_(wc, "floor")
+    assert_bitwise_equal(wg, wc, "GPU round_ of 65537 row tiles vs CPU")
+    assert not torch.equal(wc, w), "round_ must change a random weight"

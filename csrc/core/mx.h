@@ -79,7 +79,19 @@ MXF_HD uint32_t e4m3_encode2(float lo, float hi) {
 #endif
 }
 
-MXF_HD uint8_t e2m3_encode(float f) { return static_cast<uint8_t>(encode_portable<E2M3>(f)); }
+// encode_portable<E2M3> without branches (tests/cpp: equal for all 2^32 inputs). |f| >= 1: round
+// the fp32 bits at mantissa bit 20 (nearest even), the code is the bits above less 1.0's exponent,
+// capped at 7.5's code (values above 7.5, Inf and NaN saturate, as in encode_portable). |f| < 1:
+// the steps are 1/8, so |f| + 2^20 (one fp32 add, whose ulp there is 1/8) rounds |f| * 8 to the
+// nearest integer, even on ties; 8 is 1.0's code, the carry encode_portable gives.
+MXF_HD uint8_t e2m3_encode(float f) {
+  const uint32_t u = f2u(f), a = u & kF32AbsMask;
+  const uint32_t r = a + 0x7ffffu + ((a >> 20) & 1u);
+  const uint32_t big = (r >> 20) - (126u << 3);
+  const uint32_t normal = big < E2M3::kMaxCode ? big : E2M3::kMaxCode;
+  const uint32_t small = f2u(add_rn(u2f(a), 1048576.0f)) - 0x49800000u;  // 0x49800000: 2^20
+  return static_cast<uint8_t>(((u >> 31) << E2M3::kSignBit) | (a >= 0x3f800000u ? normal : small));
+}
 
 // Code -> exact fp32 value.
 template <typename F>

@@ -1,4 +1,4 @@
-// MXFP6 E2M3 weights: pack / round (one thread per 32-element group), unpack (one per 8 codes),
+// MXFP6 E2M3 weights: pack / round and unpack (a thread per 8 codes, a CTA per 16 x 128 tile),
 // and the dispatch of the W6A16 decode linear and the attention front to their kernels
 // (mxfp6_linear.cuh, compiled in the mxfp6_{linear,front}_*.cu units: one per activation dtype and
 // x row block).
@@ -18,49 +18,66 @@
 namespace mxf::kernels {
 namespace {
 
-constexpr int kThreads = 256;
-
 // ---- pack / round / unpack ----------------------------------------------------------------
 
-// The 32 values a group holds (codes with scale byte sb), stored at `out` as `dtype`.
-MXF_DEV void store_group_values(const uint8_t (&codes)[kMxBlock], uint8_t sb, char* out, Dtype dtype,
-                                bool vec) {
+// A CTA packs or rounds kTilesK consecutive tiles (16 rows x 128 columns each) of row tile tn
+// (tk0 = kTilesK blockIdx.x; tn = blockIdx.y, stepping by gridDim.y past 65535 row tiles), its
+// loads issued first. Thread j (0..255) owns chunk j of each: row j / 16, columns 8 (j % 16)
+// .. + 7 of the tile's 128, whose eight codes are the tile's bytes [6j, 6j + 6) (SPEC §4, as in
+// the unpack below). A warp reads two whole 256-byte row pieces per tile (bf16 / fp16). The four
+// threads of a group (lanes 4q .. 4q + 3) share its largest |w| by two shuffles, then each rounds
+// its own eight values with the group's scale byte: the operations of e2m3_quantize_block (the CPU
+// op's), so the same codes. A pair of threads (j even, j + 1) writes its 12 bytes as three aligned
+// words (the tile starts on a 16-byte boundary: `packed` is the op's own allocation).
+constexpr int kTileThreads = kFp6TileRows * kFp6TileCols / 8;  // 256 chunks per tile
+constexpr unsigned kMaxGridY = 65535;
+
+// Chunk c of row `row` (its values x), in tile `tile` of `packed`: codes, scale, rounded values.
+MXF_DEV void pack_chunk(const Fp6PackParams& p, const Chunk8& x, int64_t row, int64_t c,
+                        int64_t tile, int j, bool vec) {
+  const uint8_t sb = scale_from_amax_bits<E2M3>(block_amax(amax_bits32(x)), p.rule);
+  uint64_t bits = 0;
+  Chunk8 y;
 #pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    Chunk8 y;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) y.v[i] = e2m3_dequantize(codes[c * 8 + i], sb);
-    store_chunk(out, c, kMxBlock, dtype, vec, y);
+  for (int i = 0; i < 8; ++i) {
+    const uint8_t code = e2m3_quantize(x.v[i], sb);
+    bits |= static_cast<uint64_t>(code) << (6 * i);
+    y.v[i] = e2m3_dequantize(code, sb);
+  }
+  if (p.scales != nullptr && j % 4 == 0) p.scales[row * (p.k / kMxBlock) + c / 4] = sb;
+  if (p.packed != nullptr) {
+    const uint32_t odd_lo = shfl_xor32(static_cast<uint32_t>(bits), 1);  // thread j + 1's bits
+    uint32_t* dst = reinterpret_cast<uint32_t*>(p.packed + tile * kFp6TileBytes) + 3 * (j / 2);
+    if (j % 2 == 0) {
+      dst[0] = static_cast<uint32_t>(bits);
+      dst[1] = static_cast<uint32_t>(bits >> 32) | odd_lo << 16;
+    } else {
+      dst[2] = static_cast<uint32_t>(bits >> 16);
+    }
+  }
+  if (p.rounded != nullptr) {
+    store_chunk(static_cast<char*>(p.rounded) + row * p.w_stride * 2, c, p.k, p.dtype, vec, y);
   }
 }
 
-__global__ void __launch_bounds__(kThreads) fp6_pack_kernel(const Fp6PackParams p, bool vec) {
-  const int64_t groups = p.k / kMxBlock;
-  const int64_t gid = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if (gid >= p.n * groups) return;
-  const int64_t row = gid / groups, grp = gid % groups;
-  const int64_t esz = 2;
-  const char* src = static_cast<const char*>(p.w) + (row * p.w_stride + grp * kMxBlock) * esz;
-  float v[kMxBlock];
+template <int kTilesK>
+__global__ void __launch_bounds__(kTileThreads) fp6_pack_kernel(const Fp6PackParams p, bool vec) {
+  const int j = static_cast<int>(threadIdx.x);
+  const int64_t ktiles = p.k / kFp6TileCols;
+  const int64_t tk0 = static_cast<int64_t>(blockIdx.x) * kTilesK;
+  const int nt = static_cast<int>(std::min<int64_t>(kTilesK, ktiles - tk0));  // tiles left in K
+  for (int64_t tn = blockIdx.y; tn < p.n / kFp6TileRows; tn += gridDim.y) {
+    const int64_t row = tn * kFp6TileRows + j / 16;
+    const char* src = static_cast<const char*>(p.w) + row * p.w_stride * 2;
+    Chunk8 x[kTilesK];
 #pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    const Chunk8 x = load_chunk(src, c, kMxBlock, p.dtype, vec);
+    for (int t = 0; t < kTilesK; ++t) {
+      if (t < nt) x[t] = load_chunk(src, (tk0 + t) * 16 + j % 16, p.k, p.dtype, vec);
+    }
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[c * 8 + i] = x.v[i];
-  }
-  uint8_t codes[kMxBlock];
-  const uint8_t sb = e2m3_quantize_block(v, codes, p.rule);
-  if (p.scales != nullptr) p.scales[gid] = sb;
-  if (p.packed != nullptr) {
-    uint8_t bytes[kFp6GroupBytes];
-    fp6_pack_group(codes, bytes);
-    uint8_t* dst = p.packed + fp6_group_offset(row, grp, p.k);
-#pragma unroll
-    for (int i = 0; i < kFp6GroupBytes; ++i) dst[i] = bytes[i];
-  }
-  if (p.rounded != nullptr) {
-    store_group_values(codes, sb, static_cast<char*>(p.rounded) + (row * p.w_stride + grp * kMxBlock) * esz,
-                       p.dtype, vec);
+    for (int t = 0; t < kTilesK; ++t) {
+      if (t < nt) pack_chunk(p, x[t], row, (tk0 + t) * 16 + j % 16, tn * ktiles + tk0 + t, j, vec);
+    }
   }
 }
 
@@ -71,11 +88,8 @@ __global__ void __launch_bounds__(kThreads) fp6_pack_kernel(const Fp6PackParams 
 // A warp reads 192 consecutive bytes of a tile and writes 256 bytes to each of two rows (bf16 /
 // fp16). `packed` starts on a 16-byte boundary (check_packed), so the word loads are aligned.
 // Values are e2m3_dequantize's.
-constexpr int kUnpackThreads = kFp6TileRows * kFp6TileCols / 8;  // 256 chunks per tile
-constexpr unsigned kMaxGridY = 65535;
-
 template <int kTilesK>
-__global__ void __launch_bounds__(kUnpackThreads) fp6_unpack_kernel(const Fp6UnpackParams p) {
+__global__ void __launch_bounds__(kTileThreads) fp6_unpack_kernel(const Fp6UnpackParams p) {
   const int j = static_cast<int>(threadIdx.x);
   const int64_t ktiles = p.k / kFp6TileCols;
   const int64_t tk0 = static_cast<int64_t>(blockIdx.x) * kTilesK;
@@ -118,7 +132,11 @@ __global__ void __launch_bounds__(kUnpackThreads) fp6_unpack_kernel(const Fp6Unp
 
 error_t launch_mxfp6_pack(const Fp6PackParams& p, stream_t stream) {
   const bool vec = p.w_stride % 8 == 0 && aligned16(p.w) && (p.rounded == nullptr || aligned16(p.rounded));
-  fp6_pack_kernel<<<blocks_for(p.n * (p.k / kMxBlock), kThreads), kThreads, 0, stream>>>(p, vec);
+  const unsigned gy = static_cast<unsigned>(std::min<int64_t>(p.n / kFp6TileRows, kMaxGridY));
+  const unsigned ktiles = static_cast<unsigned>(p.k / kFp6TileCols);
+  // Two tiles per CTA (H200, docs/PERF_NOTES.md thirty-seventh session: against one, pack
+  // 1.00-1.06x and round_ 1.04-1.09x faster).
+  fp6_pack_kernel<2><<<dim3((ktiles + 1) / 2, gy), kTileThreads, 0, stream>>>(p, vec);
   return last_error();
 }
 
@@ -128,9 +146,9 @@ error_t launch_mxfp6_unpack(const Fp6UnpackParams& p, stream_t stream) {
   const unsigned gy = static_cast<unsigned>(std::min<int64_t>(p.n / kFp6TileRows, kMaxGridY));
   const unsigned ktiles = static_cast<unsigned>(p.k / kFp6TileCols);
   if (p.out_dtype == Dtype::kFP32) {
-    fp6_unpack_kernel<1><<<dim3(ktiles, gy), kUnpackThreads, 0, stream>>>(p);
+    fp6_unpack_kernel<1><<<dim3(ktiles, gy), kTileThreads, 0, stream>>>(p);
   } else {
-    fp6_unpack_kernel<2><<<dim3((ktiles + 1) / 2, gy), kUnpackThreads, 0, stream>>>(p);
+    fp6_unpack_kernel<2><<<dim3((ktiles + 1) / 2, gy), kTileThreads, 0, stream>>>(p);
   }
   return last_error();
 }

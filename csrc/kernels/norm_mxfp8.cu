@@ -62,12 +62,6 @@ MXF_DEV float row_rstd(float partial, float* red, float* shared, int64_t n, floa
   return kOnce ? shared[ty] : rstd_from_sumsq(shared[ty], n, eps);
 }
 
-// The 4 threads of a 32-element block (consecutive chunks) share their largest |y| (fp32 bits).
-MXF_DEV uint32_t block_amax(uint32_t amax) {
-  amax = max_u32(amax, shfl_xor32(amax, 1));
-  return max_u32(amax, shfl_xor32(amax, 2));
-}
-
 // Codes of one chunk of exact values y in a block with scale byte sb; the block's first chunk
 // also stores the scale.
 MXF_DEV void encode_store(const Chunk8& y, uint8_t sb, uint8_t* codes_row, uint8_t* scales_row,

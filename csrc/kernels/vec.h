@@ -134,6 +134,15 @@ MXF_DEV uint32_t amax_bits32(const Chunk8& x) {
 
 MXF_HD bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+#if defined(MXF_GPU)
+// The 4 threads of a 32-element block (consecutive chunks, lanes 4q .. 4q + 3) share their
+// largest |v| (fp32 bits, as scale_from_amax_bits takes it).
+MXF_DEV uint32_t block_amax(uint32_t amax) {
+  amax = max_u32(amax, shfl_xor32(amax, 1));
+  return max_u32(amax, shfl_xor32(amax, 2));
+}
+#endif
+
 // CTAs of `threads` threads for one thread per item (the element-wise launches).
 inline unsigned blocks_for(int64_t items, int threads) {
   return static_cast<unsigned>((items + threads - 1) / threads);
