@@ -768,9 +768,10 @@ def test_unpack_more_row_tiles_than_one_grid_dimension():
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_pack_and_round_more_row_tiles_than_one_grid_dimension(dtype):
-    # The GPU pack and round_ run a CTA per tile on a (K / 128, min(N / 16, 65535)) grid, and a
-    # CTA takes row tiles tn, tn + 65535, ...: 65537 row tiles (1 048 592 rows) cover both the
-    # step and the row tiles past it. Outputs poison-filled and checked against the CPU op.
+    # The GPU pack and round_ run a CTA per two tiles of a row tile on a (K / 256 rounded up,
+    # min(N / 16, 65535)) grid, and a CTA takes row tiles tn, tn + 65535, ...: 65537 row tiles
+    # (1 048 592 rows) cover both the step and the row tiles past it, and K = 128 a CTA whose
+    # second tile is past K. Outputs poison-filled and checked against the CPU op.
     rows = 65537 * 16
     g = torch.Generator().manual_seed(22)
     row_scale = torch.exp2(torch.randint(-12, 8, (rows, 1), generator=g).float())  # fp16-finite

@@ -30,7 +30,16 @@ namespace {
 // op's), so the same codes. A pair of threads (j even, j + 1) writes its 12 bytes as three aligned
 // words (the tile starts on a 16-byte boundary: `packed` is the op's own allocation).
 constexpr int kTileThreads = kFp6TileRows * kFp6TileCols / 8;  // 256 chunks per tile
+constexpr int kTileChunks = kFp6TileCols / 8;                     // 16-byte chunks per tile row
 constexpr unsigned kMaxGridY = 65535;
+
+// The grid of the tile kernels: (tiles of a row tile / kTilesK rounded up, row tiles up to 65535;
+// the kernels step past that).
+dim3 tile_grid(int64_t n, int64_t k, int tiles_per_cta) {
+  const int64_t ktiles = k / kFp6TileCols;
+  return dim3(static_cast<unsigned>((ktiles + tiles_per_cta - 1) / tiles_per_cta),
+              static_cast<unsigned>(std::min<int64_t>(n / kFp6TileRows, kMaxGridY)));
+}
 
 // Chunk c of row `row` (its values x), in tile `tile` of `packed`: codes, scale, rounded values.
 MXF_DEV void pack_chunk(const Fp6PackParams& p, const Chunk8& x, int64_t row, int64_t c,
@@ -69,14 +78,15 @@ __global__ void __launch_bounds__(kTileThreads) fp6_pack_kernel(const Fp6PackPar
   for (int64_t tn = blockIdx.y; tn < p.n / kFp6TileRows; tn += gridDim.y) {
     const int64_t row = tn * kFp6TileRows + j / 16;
     const char* src = static_cast<const char*>(p.w) + row * p.w_stride * 2;
+    const int64_t c0 = tk0 * kTileChunks + j % kTileChunks;  // the thread's chunk of tile tk0
     Chunk8 x[kTilesK];
 #pragma unroll
     for (int t = 0; t < kTilesK; ++t) {
-      if (t < nt) x[t] = load_chunk(src, (tk0 + t) * 16 + j % 16, p.k, p.dtype, vec);
+      if (t < nt) x[t] = load_chunk(src, c0 + t * kTileChunks, p.k, p.dtype, vec);
     }
 #pragma unroll
     for (int t = 0; t < kTilesK; ++t) {
-      if (t < nt) pack_chunk(p, x[t], row, (tk0 + t) * 16 + j % 16, tn * ktiles + tk0 + t, j, vec);
+      if (t < nt) pack_chunk(p, x[t], row, c0 + t * kTileChunks, tn * ktiles + tk0 + t, j, vec);
     }
   }
 }
@@ -121,8 +131,8 @@ __global__ void __launch_bounds__(kTileThreads) fp6_unpack_kernel(const Fp6Unpac
         for (int i = 0; i < 8; ++i) {
           y.v[i] = e2m3_dequantize(static_cast<uint32_t>(w >> (6 * i)) & 0x3fu, sb[t]);
         }
-        store_chunk(static_cast<char*>(p.out) + row * p.k * esz, (tk0 + t) * 16 + j % 16, p.k,
-                    p.out_dtype, true, y);
+        store_chunk(static_cast<char*>(p.out) + row * p.k * esz,
+                    (tk0 + t) * kTileChunks + j % kTileChunks, p.k, p.out_dtype, true, y);
       }
     }
   }
@@ -132,23 +142,19 @@ __global__ void __launch_bounds__(kTileThreads) fp6_unpack_kernel(const Fp6Unpac
 
 error_t launch_mxfp6_pack(const Fp6PackParams& p, stream_t stream) {
   const bool vec = p.w_stride % 8 == 0 && aligned16(p.w) && (p.rounded == nullptr || aligned16(p.rounded));
-  const unsigned gy = static_cast<unsigned>(std::min<int64_t>(p.n / kFp6TileRows, kMaxGridY));
-  const unsigned ktiles = static_cast<unsigned>(p.k / kFp6TileCols);
   // Two tiles per CTA (H200, docs/PERF_NOTES.md thirty-seventh session: against one, pack
   // 1.00-1.06x and round_ 1.04-1.09x faster).
-  fp6_pack_kernel<2><<<dim3((ktiles + 1) / 2, gy), kTileThreads, 0, stream>>>(p, vec);
+  fp6_pack_kernel<2><<<tile_grid(p.n, p.k, 2), kTileThreads, 0, stream>>>(p, vec);
   return last_error();
 }
 
 error_t launch_mxfp6_unpack(const Fp6UnpackParams& p, stream_t stream) {
   // Two tiles per CTA for 16-bit outputs, one for fp32 (H200, docs/PERF_NOTES.md: with two tiles
   // bf16 1.18-1.22x faster than with one, fp32 1.25-1.48x slower; four no better than two).
-  const unsigned gy = static_cast<unsigned>(std::min<int64_t>(p.n / kFp6TileRows, kMaxGridY));
-  const unsigned ktiles = static_cast<unsigned>(p.k / kFp6TileCols);
   if (p.out_dtype == Dtype::kFP32) {
-    fp6_unpack_kernel<1><<<dim3(ktiles, gy), kTileThreads, 0, stream>>>(p);
+    fp6_unpack_kernel<1><<<tile_grid(p.n, p.k, 1), kTileThreads, 0, stream>>>(p);
   } else {
-    fp6_unpack_kernel<2><<<dim3((ktiles + 1) / 2, gy), kTileThreads, 0, stream>>>(p);
+    fp6_unpack_kernel<2><<<tile_grid(p.n, p.k, 2), kTileThreads, 0, stream>>>(p);
   }
   return last_error();
 }
