@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import (
+    DEVICES,
     NORM_KINDS,
     OPS,
     assert_bitwise_equal,
@@ -265,15 +266,40 @@ def test_mxfp6_pack_and_round_bad_args():
             OPS.mxfp6_round_(bad_w.clone(), "floor")
     with pytest.raises(RuntimeError, match=r"'scale_rule'"):
         OPS.mxfp6_pack(w, "round")
+    # Non-finite weights: test_mxfp6_non_finite_weight_anywhere.
+
+
+@requires_mxfp6
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_mxfp6_non_finite_weight_anywhere(device, dtype):
+    """One NaN, +Inf or -Inf at the first, a middle or the last element (the check is one min/max
+    reduction): pack and round_ raise and w is unchanged. Non-finite values outside a strided view
+    of w are not part of w: the view packs and rounds."""
+    w = randn((48, 384), dtype, 3).to(device)
     for special in (float("nan"), float("inf"), float("-inf")):
-        wn = w.clone()
-        wn[5, 77] = special
-        before = wn.clone()
-        with pytest.raises(RuntimeError, match=r"'w' must be finite"):
-            OPS.mxfp6_pack(wn, "floor")
-        with pytest.raises(RuntimeError, match=r"'w' must be finite"):
-            OPS.mxfp6_round_(wn, "floor")
-        assert_bitwise_equal(wn, before, "w after a failed mxfp6_round_")
+        for r, c in ((0, 0), (17, 200), (47, 383)):
+            wn = w.clone()
+            wn[r, c] = special
+            before = wn.clone()
+            with pytest.raises(RuntimeError, match=r"mxfp6_pack: argument 'w' must be finite"):
+                OPS.mxfp6_pack(wn, "floor")
+            with pytest.raises(RuntimeError, match=r"mxfp6_round_: argument 'w' must be finite"):
+                OPS.mxfp6_round_(wn, "floor")
+            assert_bitwise_equal(wn, before, "w after a failed mxfp6_round_")
+    big = torch.full((48, 512), float("nan"), dtype=dtype, device=device)
+    big[:, :384] = w
+    view = big[:, :384]
+    packed, scales = OPS.mxfp6_pack(view, "floor")
+    want_p, want_s = OPS.mxfp6_pack(w, "floor")
+    assert_bitwise_equal(packed, want_p, "packed of a view")
+    assert_bitwise_equal(scales, want_s, "scales of a view")
+    want = w.clone()
+    OPS.mxfp6_round_(want, "floor")
+    OPS.mxfp6_round_(view, "floor")
+    assert not torch.equal(want, w), "rounding changed nothing: the check below could not fail"
+    assert_bitwise_equal(view, want, "round_ of a view")
+    assert torch.isnan(big[:, 384:]).all(), "round_ of a view wrote outside it"
 
 
 @requires_mxfp6

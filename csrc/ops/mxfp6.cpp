@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <tuple>
@@ -24,7 +25,18 @@
 namespace mxf::ops {
 namespace {
 
-// A weight to be packed or rounded: [N, K] bf16/fp16, N % 16 == 0, K % 128 == 0, all finite.
+// Whether every value of a non-empty floating tensor is finite: one reduction pass. min and max
+// propagate NaN, and an infinity is the max or the min; so both are finite iff every value is.
+// (at::isfinite(w).all() makes five passes and three full-size temporaries.)
+bool all_finite(const at::Tensor& w) {
+  const auto [lo, hi] = at::aminmax(w);
+  const at::Tensor both = at::stack({lo, hi}).to(at::kCPU, at::kFloat);
+  const float* b = both.const_data_ptr<float>();
+  return std::isfinite(b[0]) && std::isfinite(b[1]);
+}
+
+// A weight to be packed or rounded: [N, K] bf16/fp16, N % 16 == 0, K % 128 == 0 (and all finite:
+// check_finite_weight).
 void check_weight(const char* op, const at::Tensor& w) {
   check_supported_device(op, "w", w);
   check_dtype(op, "w", w, {at::kBFloat16, at::kHalf});
@@ -37,10 +49,14 @@ void check_weight(const char* op, const at::Tensor& w) {
               ": argument 'w' must have K (dim 1) divisible by 128 (MXFP6 tiles are 16 x 128), got "
               "shape ",
               w.sizes());
-  // E2M3 has no Inf or NaN (SPEC §2). Load-time op: the host sync of this check is acceptable.
-  MXF_CHECK(w.numel() == 0 || at::isfinite(w).all().item<bool>(), op,
-              ": argument 'w' must be finite (MXFP6 E2M3 has no Inf or NaN); found a non-finite "
-              "value");
+}
+
+// E2M3 has no Inf or NaN (SPEC §2). Load-time ops: the host sync of this check is acceptable. It
+// reads all of w, so it comes after the other checks.
+void check_finite_weight(const char* op, const at::Tensor& w) {
+  MXF_CHECK(w.numel() == 0 || all_finite(w), op,
+            ": argument 'w' must be finite (MXFP6 E2M3 has no Inf or NaN); found a non-finite "
+            "value");
 }
 
 void run_pack(Fp6PackParams& p, const at::Tensor& w) {
@@ -144,6 +160,7 @@ std::tuple<at::Tensor, at::Tensor> mxfp6_pack(const at::Tensor& w, c10::string_v
   const char* op = "mxfuse.mxfp6_pack";
   check_weight(op, w);
   const ScaleRule rule = parse_scale_rule(op, scale_rule);
+  check_finite_weight(op, w);
   const int64_t n = w.size(0), k = w.size(1);
   const at::Tensor w2 = rows_view(w, k);
   at::Tensor packed = at::empty({n / kFp6TileRows, k / kFp6TileCols, kFp6TileBytes},
@@ -172,6 +189,7 @@ void mxfp6_round_(at::Tensor& w, c10::string_view scale_rule) {
   at::Tensor w2 = inplace_rows_view(op, "w", w, k);
   at::assert_no_internal_overlap(w);
   check_no_grad(op, "w", w);
+  check_finite_weight(op, w);
   Fp6PackParams p;
   p.w = w2.data_ptr();
   p.w_stride = w2.stride(0);
