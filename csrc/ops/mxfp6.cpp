@@ -25,16 +25,6 @@
 namespace mxf::ops {
 namespace {
 
-// Whether every value of a non-empty floating tensor is finite: one reduction pass. min and max
-// propagate NaN, and an infinity is the max or the min; so both are finite iff every value is.
-// (at::isfinite(w).all() makes five passes and three full-size temporaries.)
-bool all_finite(const at::Tensor& w) {
-  const auto [lo, hi] = at::aminmax(w);
-  const at::Tensor both = at::stack({lo, hi}).to(at::kCPU, at::kFloat);
-  const float* b = both.const_data_ptr<float>();
-  return std::isfinite(b[0]) && std::isfinite(b[1]);
-}
-
 // A weight to be packed or rounded: [N, K] bf16/fp16, N % 16 == 0, K % 128 == 0 (and all finite:
 // check_finite_weight).
 void check_weight(const char* op, const at::Tensor& w) {
@@ -52,9 +42,15 @@ void check_weight(const char* op, const at::Tensor& w) {
 }
 
 // E2M3 has no Inf or NaN (SPEC §2). Load-time ops: the host sync of this check is acceptable. It
-// reads all of w, so it comes after the other checks.
+// reads all of w, so it comes after the other checks. One reduction: min and max propagate NaN,
+// and an infinity is the max or the min, so both are finite iff every value is
+// (at::isfinite(w).all() makes several passes with full-size temporaries).
 void check_finite_weight(const char* op, const at::Tensor& w) {
-  MXF_CHECK(w.numel() == 0 || all_finite(w), op,
+  if (w.numel() == 0) return;
+  const auto [lo, hi] = at::aminmax(w);
+  const at::Tensor both = at::stack({lo, hi}).to(at::kCPU, at::kFloat);
+  const float* b = both.const_data_ptr<float>();
+  MXF_CHECK(std::isfinite(b[0]) && std::isfinite(b[1]), op,
             ": argument 'w' must be finite (MXFP6 E2M3 has no Inf or NaN); found a non-finite "
             "value");
 }
