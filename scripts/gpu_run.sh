@@ -21,6 +21,9 @@ for s in $STEPS; do
   case $s in
     build) step build make build || { printf '%s\n' "${summary[@]}"; exit 1; } ;;
     test) step test .venv/bin/python -m pytest -q -x -rs --durations=20 --junitxml="$OUT/junit.xml" ${PYTEST_ARGS:-tests} ;;
+    multi_gpu)  # two GPUs: tests/test_multi_gpu.py; one: its dry run
+      one=1; [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ] && one=0
+      step multi_gpu env MXFUSE_TEST_ONE_GPU=$one .venv/bin/python -m pytest -q -rs tests/test_multi_gpu.py ;;
     fuzz) step fuzz env MXFUSE_FUZZ_CASES="${FUZZ_CASES:-200}" .venv/bin/python -m pytest -q -rf -k cuda tests/test_fuzz.py ;;
     bench_norm) step bench_norm .venv/bin/python benchmarks/bench_norm_quant.py --out "$OUT/h200_norm_quant" ${NORM_ARGS:-} ;;
     bench_fp6) step bench_fp6 .venv/bin/python benchmarks/bench_mxfp6_linear.py --out "$OUT/h200_mxfp6_linear" ${FP6_ARGS:-} ;;

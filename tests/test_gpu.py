@@ -1,5 +1,5 @@
 """GPU-only checks (skipped without CUDA): GPU == CPU bit for bit on every op, determinism, CUDA
-graph capture / replay, the current stream, and a non-default device.
+graph capture / replay and the current stream (two devices: test_multi_gpu.py).
 
 Other GPU items run as the "cuda" parametrization of the shared tests: op == reference, fused ==
 unfused, batch invariance, poisoned outputs fully written (test_norm_mxfp8.py), opcheck and
@@ -197,16 +197,3 @@ def test_runs_on_the_current_stream(kind):
     for key in want:
         g = r_buf if key == "residual" else got[key]
         assert_bitwise_equal(g, want[key], f"{kind} on a second stream: {key}")
-
-
-@pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2, reason="needs two CUDA devices")
-@pytest.mark.parametrize("kind", NORM_KINDS)
-def test_non_default_device(kind):
-    """Tensors on cuda:1 while cuda:0 is current: the op guards the device."""
-    x, r, w = make_norm_inputs(33, 2048, torch.float16, torch.float32, seed=6)
-    want = call_norm("op", kind, x, r, w)
-    with torch.cuda.device(0):
-        got = call_norm("op", kind, x.to("cuda:1"), r.to("cuda:1"), w.to("cuda:1"))
-    for key in want:
-        assert got[key].device == torch.device("cuda:1")
-        assert_bitwise_equal(got[key], want[key], f"{kind} on cuda:1: {key}")
