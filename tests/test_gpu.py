@@ -14,7 +14,6 @@ import torch
 from conftest import (
     KIND_RULES,
     ACT_DTYPES,
-    HAS_CUDA,
     NORM_KINDS,
     OPS,
     adversarial_inputs,
