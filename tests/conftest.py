@@ -209,6 +209,14 @@ def randn(shape, dtype, seed: int, scale: float = 1.0) -> torch.Tensor:
     return (torch.randn(shape, generator=generator(seed)) * scale).to(dtype)
 
 
+def fp6_weights(n: int, k: int, dt: torch.dtype, seed: int) -> torch.Tensor:
+    """A CPU MXFP6 test weight [n, k]: rows of small and of large blocks, so that the linear takes
+    both its folded-scale and its per-group-scale paths (scale bytes above 128 for the large ones)."""
+    w = randn((n, k), dt, seed, 0.05)
+    w[n // 2:n // 2 + 16, : k // 2] *= 4096
+    return w
+
+
 def make_norm_inputs(
     m: int, n: int, dtype: torch.dtype, wdtype: torch.dtype, seed: int = 0, x_scale: float = 1.0
 ):

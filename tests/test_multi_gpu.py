@@ -29,6 +29,7 @@ from conftest import (
     call_norm,
     capture_graph,
     debug_poison,
+    fp6_weights,
     make_norm_inputs,
     randn,
 )
@@ -47,13 +48,6 @@ MOVED_TO = "cpu" if ONE_GPU else f"cuda:{SECOND}"
 # (device of the tensors, current device while the op runs)
 PLACEMENTS = [(SECOND, 0), (0, SECOND)]
 PLACEMENT_IDS = ["tensors_on_1_current_0", "tensors_on_0_current_1"]
-
-
-def fp6_weights(n, k, dtype, seed):
-    """Small and large blocks: both the folded-scale and the per-group-scale paths of the linear."""
-    w = randn((n, k), dtype, seed, 0.05)
-    w[n // 2:n // 2 + 16, : k // 2] *= 4096
-    return w
 
 
 def mxfp6_cases():

@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import mxfuse  # noqa: E402
-from conftest import assert_bitwise_equal, capture_graph, randn  # noqa: E402
+from conftest import assert_bitwise_equal, capture_graph, fp6_weights, randn  # noqa: E402
 from test_attention_front import QWEN3_NEXT, SMALL, Front  # noqa: E402
 
 CASES = 0
@@ -78,14 +78,6 @@ def norms(dtypes, ms) -> None:
                 equal(a, b, f"mxfp8_quantize {dt} {m}x{h}")
             equal(mxfuse.mxfp8_dequantize(codes.cuda(), scales.cuda(), dt),
                   mxfuse.mxfp8_dequantize(codes, scales, dt), f"mxfp8_dequantize {dt} {m}x{h}")
-
-
-def fp6_weights(n, k, dt, seed):
-    """Rows of small and of large blocks, so that the linear takes both its folded-scale and its
-    per-group-scale paths (scale bytes above 128 for the large ones)."""
-    w = randn((n, k), dt, seed, 0.05)
-    w[n // 2:n // 2 + 16, : k // 2] *= 4096
-    return w
 
 
 FP6_SHAPES = [(64, 256), (1024, 2048), (2048, 4096), (2560, 6144), (9216, 2048), (4224, 4096), (4224, 2048)]
