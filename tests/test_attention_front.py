@@ -368,8 +368,8 @@ def test_fused_equals_unfused_adversarial_rows(device, dtype, rows, restore_pdl)
     """x, residual and the input norm weight from conftest.adversarial_inputs (NaN, +-Inf, fp16
     x + residual overflowing to Inf, subnormals, exact cancellation, a rounding tie, all-zero and
     block-dominated rows; norm weight blocks of 2^-8 and 3000): the one-launch kernel equals the
-    unfused ops bit for bit in every launch mode. 8 rows: one token block of the M <= 8 kernel,
-    whose normed rows live in its shared memory at hidden 2048; all 16 rows: the M <= 16 kernel.
+    unfused ops bit for bit in every launch mode. 8 rows: one token block of the M <= 8 kernel
+    (eight producing CTAs); all 16 rows: the M <= 16 kernel.
     (On the CPU both sides are the composition; the case checks that the inputs run.)"""
     x, r, w = adversarial_inputs(QWEN3_NEXT[0], dtype, dtype, 1.0)
     m = x.shape[0] if rows is None else rows
@@ -496,7 +496,8 @@ def test_gpu_unfused_blocks_equal_cpu():
 
 
 @requires_cuda
-@pytest.mark.parametrize("m,hidden_cfg", [(1, QWEN3_NEXT), (2, QWEN3_NEXT), (4, QWEN3_NEXT), (1, (6144, 32, 4, 128, 64, True))])
+@pytest.mark.parametrize("m,hidden_cfg", [(1, QWEN3_NEXT), (2, QWEN3_NEXT), (8, QWEN3_NEXT), (9, QWEN3_NEXT),
+                                         (1, (6144, 32, 4, 128, 64, True))])
 def test_gpu_default_dispatch_same_bits(m, hidden_cfg):
     """fused=None picks the faster path; the bits do not depend on the pick."""
     f = Front(hidden_cfg, m, torch.bfloat16, "cuda", max_pos=4096, blocks=8, block_size=16)

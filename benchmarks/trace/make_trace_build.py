@@ -83,9 +83,9 @@ EDITS = [
      START + "#if defined(MXF_HAS_CLUSTER)\n  if constexpr (kS > 1) cluster_arrive_relaxed();"),
     ("    grid_dep_launch();\n  }\n#endif\n  constexpr bool kBF16",
      "    grid_dep_launch();\n  }\n#endif\n  if (p.pdl != 2) TRACE(3);\n  constexpr bool kBF16"),
-    ("    grid_dep_launch();\n  }\n#endif\n  if constexpr (std::is_same_v<P, FrontParams>) front_prologue",
+    ("    grid_dep_launch();\n  }\n#endif\n  if constexpr (std::is_same_v<P, FrontParams>) {\n    front_prologue",
      "    grid_dep_launch();\n  }\n#endif\n  if (p.pdl == 2) TRACE(3);\n"
-     "  if constexpr (std::is_same_v<P, FrontParams>) front_prologue"),
+     "  if constexpr (std::is_same_v<P, FrontParams>) {\n    front_prologue"),
     # a tile's landing: its first ring item (whole tile, or first row tile) has landed
     ("      cp_async_wait<kStages - 2>();\n      sync_lanes();\n",
      "      cp_async_wait<kStages - 2>();\n      sync_lanes();\n      if (h == 0 && i < 8) TRACE(4 + i);\n"),

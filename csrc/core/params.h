@@ -172,7 +172,6 @@ struct FrontParams {
   RopeParams rope;                     // positions, cos_sin, rotary_dim, max_pos, cs_dtype
   KvCacheParams cache;                 // slot_mapping, caches, scales, slots, fp8
   int* counters = nullptr;             // GPU: zeroed workspace, left zeroed (see ops)
-  int y_smem_bytes = 0;                // GPU, set by the launcher: > 0 keeps each CTA's normed rows in shared memory
   int64_t x_stride = 0, r_stride = 0;
   int64_t q_heads = 0, kv_heads = 0, d = 0;
   bool output_gate = true;

@@ -197,6 +197,16 @@ MXF_DEV void sync_lanes() {
   __syncwarp();
 #endif
 }
+
+// A short pause in a polling loop (a thread waiting for a flag another CTA sets), so that the poll
+// takes less issue and memory bandwidth from the warps that do work.
+MXF_DEV void sleep_briefly() {
+#if defined(MXF_HIP)
+  __builtin_amdgcn_s_sleep(2);
+#elif MXF_CUDA_ARCH >= 700
+  __nanosleep(100);
+#endif
+}
 #endif  // MXF_GPU
 
 }  // namespace mxf

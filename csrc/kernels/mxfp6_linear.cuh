@@ -94,21 +94,6 @@ MXF_HD constexpr int linear_smem_bytes() {
   return linear_pushed_offset<kNB, kRT, kW, kV, kS>() + (kS - 1) * kChainPartialBytes<kNB, kRT, 1>;  // CTA sums
 }
 
-// Where the attention front keeps the CTA's normed rows in shared memory (when they fit): after
-// the memory the linear uses. That is linear_smem_bytes, except for two-row-tile kernels of one
-// chain that stream a row tile at a time without a cluster: their rings use two 1664-byte slots
-// per warp, about half of what linear_smem_bytes reserves for whole tiles, and nothing follows
-// them. (The front's epilogue reuses [0, linear_smem_bytes) after the linear, when the rows are
-// no longer read, so the launch still reserves at least that.)
-template <int kNB, int kRT, int kW, int kV, int kS, int kItemRT>
-MXF_HD constexpr int front_y_offset() {
-  if constexpr (kS == 1 && kV == 1 && kRT == 2 && kItemRT == 1) {
-    return linear_ring_bytes<kNB, kRT, kW, kV, kS, kItemRT>();
-  } else {
-    return linear_smem_bytes<kNB, kRT, kW, kV, kS>();
-  }
-}
-
 // ---- linear ---------------------------------------------------------------------------------
 
 MXF_DEV float bias_at(const Fp6LinearParams& p, int64_t n) {
@@ -138,19 +123,6 @@ MXF_DEV void linear_portable(const Fp6LinearParams& p, int64_t row0, int64_t m0,
 
 MXF_HD const Fp6LinearParams& linear_of(const Fp6LinearParams& p) { return p; }
 MXF_HD const Fp6LinearParams& linear_of(const FrontParams& p) { return p.linear; }
-
-// Where a CTA keeps the normed rows it needs (the linear's x), addressed as rows m of x: in its own
-// shared memory after the linear's (f.y_smem_bytes > 0, when that fits), else in one of
-// kFrontYCopies copies in the call's y buffer (CTA c uses copy c % kFrontYCopies: every CTA writes
-// the rows it needs itself, and several copies keep those identical writes from queueing on the
-// same L2 lines).
-constexpr int kFrontYCopies = 8;
-
-MXF_HD const void* front_x(const Fp6LinearParams& p, uint8_t*, int, int64_t) { return p.x; }
-MXF_DEV const void* front_x(const FrontParams& f, uint8_t* smem, int linear_smem, int64_t m0) {
-  if (f.y_smem_bytes > 0) return reinterpret_cast<const uint16_t*>(smem + linear_smem) - m0 * f.linear.k;
-  return static_cast<const uint16_t*>(f.linear.x) + (blockIdx.x % kFrontYCopies) * f.linear.m * f.linear.k;
-}
 
 // Lane partials of the canonical sums of up to kRowsX rows, shared by the prologue and epilogue.
 template <int kRowsX>
@@ -189,82 +161,129 @@ MXF_DEV uint4 ld_chunk16(const void* base, int stride16, int r, int c) {
   return static_cast<const uint4*>(base)[r * stride16 + c];
 }
 
-// Attention front, before the projection: this CTA's token rows of the projection input,
-// y = input norm of round(x + residual), into x_rows (front_x: the linear's x).
-// Every CTA computes the same bits for the rows it needs, so no CTA waits for another; the
-// residual itself is written back only at the end (front_epilogue), after every CTA has read it.
-// Each round of dependent loads costs a whole load latency (every CTA reads the same rows at
-// once, while the weight stream starts), so a thread puts several items' loads in flight before
-// it uses any:
-// - pass 1, lane partials of the canonical sum (csrc/core/rmsnorm.h): virtual lane l of a row
-//   adds chunks l, l + kVirtualLanes, ... in order into red[row][l] (shared memory). A thread's
-//   items of lane l, (row, chunk) chunk-major, go kBatch at a time. When the rows are
-//   the CTA's own (shared memory), s = round(x + residual) is parked there;
-// - one tree for all rows;
-// - pass 2, y: a thread's chunk columns one at a time (the norm weight loaded once per column),
-//   every row of a column with s read back from shared memory, or loaded again.
-// kBatch: pass 1's items in flight per thread. The prologue shares the linear kernel's register
-// budget, so more items, or more than one in pass 2, made the kernels spill (nvcc 13.0, -Xptxas
-// -v): two for the two-row-tile kernels (80-96 registers), one for the others (64).
-template <int kRowsX, int kBatch>
-MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, const void* x_rows) {
+// Attention front, before the projection: the rows the linear reads (its x, the call's y buffer),
+// y = input norm of s = round(x + residual). Each row is normed once, by one CTA, and every CTA of
+// the token block waits until all of the block's rows are in y. (Until the fortieth session every
+// CTA normed all of its block's rows itself, in dependent rounds of loads of the same lines by all
+// 288 CTAs at once: 6.6 us of the 21 us call at hidden 2048, M = 1, and 61 us of 120 at hidden
+// 6144, M = 8, on the H200; docs/PERF_NOTES.md.)
+//
+// The block's word in f.counters (front_block_word) counts in its low bits the CTAs that have
+// started the prologue, then those that have finished the projection (front_epilogue: the last one
+// zeroes the word); bits kFrontReadyShift and up count the rows in y. The CTA that takes ticket t
+// norms rows m0 + t, m0 + t + ctas, ... (ctas: the block's CTAs; a small weight may have fewer
+// CTAs than the block has rows). A CTA waits only for rows whose CTAs hold a ticket, i.e. are
+// running, so the wait cannot deadlock however many CTAs are resident at once. Nothing touches
+// the word before the dependency wait (the previous call's kernel has finished then).
+constexpr int kFrontReadyShift = 24;
+constexpr int kFrontCountMask = (1 << kFrontReadyShift) - 1;
+// Chunks a producing thread has in flight per round of loads. (More made the kernels spill: the
+// prologue shares the linear's register budget.)
+constexpr int kFrontRowBatch = 2;
+
+MXF_DEV int* front_block_word(const FrontParams& f, int64_t m0, int rows_x) {
+  const int64_t segs = f.linear.n / f.d;
+  return f.counters + m0 / rows_x * (segs + 1) + segs;
+}
+
+// Row m of y, in the canonical order of csrc/core/rmsnorm.h: virtual lane l adds chunks l, l + 256,
+// ... of s in order (thread t runs lanes t and, with 128 threads, t + 128), one tree, then
+// y = norm_value(s, rstd, w + offset) rounded. This CTA is the only reader of row m of x and
+// residual, so it also writes the new residual row (s) in place, in pass 1; pass 2 reads s back
+// from there (each chunk by the thread that stored it).
+template <int kRowsX>
+MXF_DEV void front_norm_row(const FrontParams& f, int64_t m) {
   float (*const red)[kVirtualLanes] = front_red<kRowsX>();
   const Dtype act = f.linear.act;
   const int64_t k = f.linear.k;
-  const int chunks = static_cast<int>(k / kChunk);
-  const int rows = static_cast<int>(f.linear.m - m0 < kRowsX ? f.linear.m - m0 : kRowsX);
-  const bool vx = aligned16(f.x) && f.x_stride % 8 == 0, vr = aligned16(f.residual) && f.r_stride % 8 == 0;
-  const bool vw = aligned16(f.norm_weight);
-  const bool own = f.y_smem_bytes > 0;  // x_rows is this CTA's shared memory: s may be parked there
-  const uint16_t* const xs = static_cast<const uint16_t*>(f.x) + m0 * f.x_stride;
-  const uint16_t* const rs = static_cast<const uint16_t*>(f.residual) + m0 * f.r_stride;
-  const auto ld_x = [&](int r, int c) { return load_raw(xs + r * f.x_stride, c, k, act, vx).lo; };
-  const auto ld_r = [&](int r, int c) { return load_raw(rs + r * f.r_stride, c, k, act, vr).lo; };
-  // The CTA's rows of y (shared memory or its global copy): chunk c of row r at ys[r * chunks + c].
-  uint4* const ys = reinterpret_cast<uint4*>(static_cast<uint16_t*>(const_cast<void*>(x_rows)) + m0 * k);
-
-  for (int l = threadIdx.x; l < kVirtualLanes; l += blockDim.x) {
-    for (int r = 0; r < rows; ++r) red[r][l] = 0.0f;
-    const int items = l < chunks ? rows * ((chunks - l + kVirtualLanes - 1) / kVirtualLanes) : 0;
-    for (int j0 = 0; j0 < items; j0 += kBatch) {
-      uint4 a[kBatch], b[kBatch];
+  const int chunks = static_cast<int>(k / kChunk), nt = static_cast<int>(blockDim.x);
+  const int t = static_cast<int>(threadIdx.x);
+  const bool two = nt * 2 == kVirtualLanes;  // 128 threads: two lanes per thread
+  const uint16_t* const xr = static_cast<const uint16_t*>(f.x) + m * f.x_stride;
+  uint16_t* const rr = static_cast<uint16_t*>(f.residual) + m * f.r_stride;
+  uint16_t* const yr = static_cast<uint16_t*>(const_cast<void*>(f.linear.x)) + m * f.linear.x_stride;
+  const bool vx = aligned16(xr), vr = aligned16(rr), vy = aligned16(yr), vw = aligned16(f.norm_weight);
+  const int items = t < chunks ? (chunks - t + nt - 1) / nt : 0;  // chunks t, t + nt, ...
+  float p0 = 0.0f, p1 = 0.0f;  // lanes t and t + nt
+  for (int j0 = 0; j0 < items; j0 += kFrontRowBatch) {
+    uint4 a[kFrontRowBatch], b[kFrontRowBatch];
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int j = j0 + u, r = j % rows, c = l + (j / rows) * kVirtualLanes;
-        if (j < items) {
-          a[u] = ld_x(r, c);
-          b[u] = ld_r(r, c);
-        }
+    for (int u = 0; u < kFrontRowBatch; ++u) {
+      if (j0 + u < items) {
+        const int c = t + (j0 + u) * nt;
+        a[u] = load_raw(xr, c, k, act, vx).lo;
+        b[u] = load_raw(rr, c, k, act, vr).lo;
       }
+    }
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int j = j0 + u, r = j % rows, c = l + (j / rows) * kVirtualLanes;
-        if (j < items) {
-          const Chunk8 sv = front_s(a[u], b[u], act);
-          float acc = red[r][l];
+    for (int u = 0; u < kFrontRowBatch; ++u) {
+      const int j = j0 + u;
+      if (j < items) {
+        const Chunk8 sv = front_s(a[u], b[u], act);
+        const bool second = two && (j & 1);
+        float acc = second ? p1 : p0;
 #pragma unroll
-          for (int i = 0; i < kChunk; ++i) acc = sumsq_step(acc, sv.v[i]);
-          red[r][l] = acc;
-          if (own) ys[r * chunks + c] = narrow8(sv, act);
+        for (int i = 0; i < kChunk; ++i) acc = sumsq_step(acc, sv.v[i]);
+        if (second) {
+          p1 = acc;
+        } else {
+          p0 = acc;
         }
+        const uint4 sq = narrow8(sv, act);
+        store_packed(rr, t + j * nt, k, vr, sq);
       }
     }
   }
+  red[0][t] = p0;
+  if (two) red[0][t + nt] = p1;
   __syncthreads();
-  front_tree(red, rows);
-  // Pass 2.
-  for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
-    const Chunk8 w = load_chunk(f.norm_weight, c, k, f.wdtype, vw);
-    for (int r = 0; r < rows; ++r) {
-      const float rstd = rstd_from_sumsq(red[r][0], k, f.eps);
-      const Chunk8 sv = own ? widen8(ys[r * chunks + c], act) : front_s(ld_x(r, c), ld_r(r, c), act);
-      Chunk8 yv;
+  front_tree(red, 1);
+  const float rstd = rstd_from_sumsq(red[0][0], k, f.eps);
+  for (int j0 = 0; j0 < items; j0 += kFrontRowBatch) {
+    RawChunk w[kFrontRowBatch];
+    uint4 sq[kFrontRowBatch];
 #pragma unroll
-      for (int i = 0; i < kChunk; ++i) {
-        yv.v[i] = round_to_dtype(norm_value(sv.v[i], rstd, add_rn(w.v[i], f.weight_offset)), act);
+    for (int u = 0; u < kFrontRowBatch; ++u) {
+      if (j0 + u < items) {
+        const int c = t + (j0 + u) * nt;
+        w[u] = load_raw(f.norm_weight, c, k, f.wdtype, vw);
+        sq[u] = load_raw(rr, c, k, act, vr).lo;  // this thread's own stores
       }
-      ys[r * chunks + c] = narrow8(yv, act);
     }
+#pragma unroll
+    for (int u = 0; u < kFrontRowBatch; ++u) {
+      if (j0 + u < items) {
+        const Chunk8 wv = unpack(w[u], f.wdtype), sv = widen8(sq[u], act);
+        Chunk8 yv;
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) {
+          yv.v[i] = round_to_dtype(norm_value(sv.v[i], rstd, add_rn(wv.v[i], f.weight_offset)), act);
+        }
+        store_packed(yr, t + (j0 + u) * nt, k, vy, narrow8(yv, act));
+      }
+    }
+  }
+  __threadfence();  // this thread's y and residual stores, before the row is counted
+  __syncthreads();  // red is reused
+}
+
+// ctas: the CTAs of the token block (of every split).
+template <int kRowsX>
+MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, int ctas) {
+  __shared__ int ticket;
+  static_assert(kVirtualLanes == 256, "one or two lanes per thread of 128 or 256");
+  const int rows = static_cast<int>(f.linear.m - m0 < kRowsX ? f.linear.m - m0 : kRowsX);
+  int* const word = front_block_word(f, m0, kRowsX);
+  if (threadIdx.x == 0) ticket = atomicAdd(word, 1) & kFrontCountMask;
+  __syncthreads();
+  if (ticket < rows) {
+    int done = 0;
+    for (int r = ticket; r < rows; r += ctas, ++done) front_norm_row<kRowsX>(f, m0 + r);
+    if (threadIdx.x == 0) atomicAdd(word, done << kFrontReadyShift);
+  }
+  if (threadIdx.x == 0) {
+    while ((*static_cast<volatile int*>(word) >> kFrontReadyShift) < rows) sleep_briefly();
+    __threadfence();  // the rows' stores, before this CTA's loads of them (after the barrier)
   }
   __syncthreads();
 }
@@ -309,12 +328,13 @@ MXF_DEV void front_stage_head(const Fp6LinearParams& lp, int64_t sg, int64_t d, 
 
 // Attention front, after the projection: the CTA that completes a head segment (d qkv rows) for
 // its block of token rows runs that segment's steps: q and k heads are normed and rotated (q to
-// its output, k to the cache), gate heads are copied, v heads go to the cache. The CTA that
-// completes the last segment of the block also writes the new residual rows. Completion is
-// counted in `f.counters` (zero on entry; each counter is reset by the CTA that completes it).
+// its output, k to the cache), gate heads are copied, v heads go to the cache. Completion is
+// counted in `f.counters` (zero on entry; each counter is reset by the CTA that completes it; the
+// block's word, front_prologue's, by the last CTA of the block to finish its projection). kS: CTAs
+// per cluster of the projection, each of which took a ticket.
 // `smem_bytes` of dynamic shared memory (the rings, no longer in use) hold the head rows, staged
 // with 16-byte coherent loads.
-template <int kRowsX>
+template <int kRowsX, int kS>
 MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int smem_bytes, int64_t row0, int rows_w,
                             int64_t m0) {
   __shared__ int duty[4];
@@ -335,10 +355,8 @@ MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int smem_bytes,
         duty[nd++] = static_cast<int>(sg);
       }
     }
-    if (atomicAdd(cnt + segs, 1) == static_cast<int>(lp.n / rows_w) - 1) {
-      atomicExch(cnt + segs, 0);
-      duty[nd++] = static_cast<int>(segs);
-    }
+    const int ctas = static_cast<int>(lp.n / rows_w);  // the block's CTAs of split 0
+    if ((atomicAdd(cnt + segs, 1) & kFrontCountMask) == (kS + 1) * ctas - 1) atomicExch(cnt + segs, 0);
     n_duty = nd;
   }
   __syncthreads();
@@ -352,38 +370,6 @@ MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int smem_bytes,
   const int threads = static_cast<int>(blockDim.x);
   for (int t = 0; t < n_duty; ++t) {
     const int64_t sg = duty[t];
-    if (sg == segs) {  // the residual rows: round(x + residual), as the prologue computed them
-      const int chunks = static_cast<int>(lp.k / kChunk);
-      const bool vec = aligned16(f.x) && f.x_stride % 8 == 0 && aligned16(f.residual) && f.r_stride % 8 == 0;
-      const uint16_t* const xs = static_cast<const uint16_t*>(f.x) + m0 * f.x_stride;
-      uint16_t* const rs = static_cast<uint16_t*>(f.residual) + m0 * f.r_stride;
-      if (!vec) {
-        for (int it = threadIdx.x; it < rows * chunks; it += threads) {
-          const int r = it / chunks, c = it % chunks;
-          const uint4 s = narrow8(front_s(load_raw(xs + r * f.x_stride, c, lp.k, act, false).lo,
-                                          load_raw(rs + r * f.r_stride, c, lp.k, act, false).lo, act), act);
-          store_packed(rs + r * f.r_stride, c, lp.k, false, s);
-        }
-        continue;
-      }
-      const int xs16 = static_cast<int>(f.x_stride / 8), rs16 = static_cast<int>(f.r_stride / 8);
-      for (int c = threadIdx.x; c < chunks; c += threads) {
-        for (int r0 = 0; r0 < rows; r0 += kFrontBatch) {
-          uint4 a[kFrontBatch], b[kFrontBatch];
-#pragma unroll
-          for (int u = 0; u < kFrontBatch; ++u) {
-            const int r = r0 + u < rows ? r0 + u : rows - 1;
-            a[u] = ld_chunk16(xs, xs16, r, c);
-            b[u] = ld_chunk16(rs, rs16, r, c);
-          }
-#pragma unroll
-          for (int u = 0; u < kFrontBatch; ++u) {
-            if (r0 + u < rows) reinterpret_cast<uint4*>(rs)[(r0 + u) * rs16 + c] = narrow8(front_s(a[u], b[u], act), act);
-          }
-        }
-      }
-      continue;
-    }
     const bool is_q = sg < q_segs && !(f.output_gate && sg % 2 == 1);
     const bool is_gate = sg < q_segs && !is_q;
     const bool is_k = sg >= q_segs && sg < q_segs + f.kv_heads;
@@ -745,7 +731,7 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
     issue_slot = issue_slot + 1 == kStages ? 0 : issue_slot + 1;
   };
 
-  const void* const x_rows = front_x(pp, smem, front_y_offset<kNB, kRT, kW, kV, kS, kItemRT>(), m0);
+  const void* const x_rows = p.x;  // the attention front's: the y rows, front_prologue's
   // x: lane (g, t) feeds column g of each n8 block with 8 contiguous values per group. Columns
   // past M read the last real row (their outputs are never stored; mma columns are independent).
   const uint4* xptr[kNB];
@@ -806,7 +792,9 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
     grid_dep_launch();
   }
 #endif
-  if constexpr (std::is_same_v<P, FrontParams>) front_prologue<8 * kNB, kRT == 2 ? 2 : 1>(pp, m0, x_rows);
+  if constexpr (std::is_same_v<P, FrontParams>) {
+    front_prologue<8 * kNB>(pp, m0, static_cast<int>(p.n / (kRT * kFp6TileRows)) * kS);
+  }
   uint4 xq[kNB][4];
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb)
@@ -967,7 +955,7 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocksFor<kNB, kRT, kW, kV, kWid
     linear_mma<kAct, kNB, kRT, kW, kV, kS, kItemRT, P, kWide>(pp, smem, row0, m0, split);
     if constexpr (kFront) {
       if (split == 0) {
-        front_epilogue<kRowsX>(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), row0, kRT * kFp6TileRows, m0);
+        front_epilogue<kRowsX, kS>(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), row0, kRT * kFp6TileRows, m0);
       }
     }
     return;
@@ -977,12 +965,10 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocksFor<kNB, kRT, kW, kV, kWid
 #if defined(MXF_HAS_CLUSTER)
     grid_dep_wait();
 #endif
-    Fp6LinearParams lp = p;
-    lp.x = front_x(pp, smem, front_y_offset<kNB, kRT, kW, kV, kS, kItemRT>(), m0);
-    if constexpr (kFront) front_prologue<kRowsX, 1>(pp, m0, lp.x);
-    for (int r = 0; r < kRT; ++r) linear_portable(lp, row0 + r * kFp6TileRows, m0, kRowsX);
+    if constexpr (kFront) front_prologue<kRowsX>(pp, m0, static_cast<int>(p.n / (kRT * kFp6TileRows)));
+    for (int r = 0; r < kRT; ++r) linear_portable(p, row0 + r * kFp6TileRows, m0, kRowsX);
     if constexpr (kFront) {
-      front_epilogue<kRowsX>(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), row0, kRT * kFp6TileRows, m0);
+      front_epilogue<kRowsX, 1>(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), row0, kRT * kFp6TileRows, m0);
     }
   }
 }
@@ -1014,26 +1000,8 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
     (void)noted;
   }
 #endif
-  P q = pp;  // the launched parameters (the front's shared-memory decision added)
-  if constexpr (std::is_same_v<P, FrontParams>) {
-    // The CTA's normed rows in shared memory when they fit next to the linear's and the front's
-    // static buffers (8 or 16 KB) without costing a wave: every CTA must still be resident at
-    // once (ceil(CTAs / SMs) per SM). Otherwise in the global copies. (Shared memory that took
-    // the linear from three CTAs per SM to one or two, 2048 -> 9216 at M = 8, made the call
-    // several times slower: docs/PERF_NOTES.md.)
-    // The rows start at front_y_offset, which may lie inside the linear's reservation.
-    const int64_t rows = p.m < kRowsX ? p.m : kRowsX, y_bytes = rows * p.k * 2;
-    const int64_t y_end = front_y_offset<kNB, kRT, kW, kV, kS, kItemRT>() + y_bytes;
-    const int64_t with_y = y_end > smem ? y_end : smem;
-    const int64_t static_bytes = kRowsX * kVirtualLanes * 4 + 64;
-    const int64_t share = p.num_sms > 0 ? (ctas + p.num_sms - 1) / p.num_sms : 1;
-    const bool fits = p.smem_optin > 0 && with_y + static_bytes <= p.smem_optin &&
-                      (p.smem_per_sm <= 0 || (with_y + static_bytes + p.smem_reserved) * share <= p.smem_per_sm);
-    q.y_smem_bytes = fits ? static_cast<int>(y_bytes) : 0;
-    if (fits) smem = static_cast<int>(with_y);
-  }
-  // The shared-memory cap is per kernel and smem differs between its calls (the front's rows, the
-  // PDL padding), so each launch sets the cap it needs and launches under one lock: another host
+  // The shared-memory cap is per kernel and smem differs between its calls (the PDL padding), so
+  // each launch sets the cap it needs and launches under one lock: another host
   // thread's smaller setting in between would have the launch refused.
   static std::mutex launch_mu;
   std::lock_guard<std::mutex> lock(launch_mu);
@@ -1049,9 +1017,7 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
   if (p.clusters && p.pdl > 0 && p.smem_per_sm > 0) {
     const int64_t share = (ctas + p.num_sms - 1) / p.num_sms;
     // CTAs per SM the unpadded kernel allows, asked once per kernel, device and shared-memory
-    // size (the attention front's varies with M and K): the query costs host time on every eager
-    // launch otherwise. (Until the twenty-fourth session one answer per kernel was kept, so a front
-    // call could be placed by the answer for another call's shared memory.)
+    // size: the query costs host time on every eager launch otherwise.
     static KeyedMemo<16> fits;
     const int fit = device_keyed_memo(fits, static_cast<uint64_t>(smem) * 2 + (wide ? 1 : 0), [&] {
       int f = 0;
@@ -1071,12 +1037,12 @@ error_t launch_linear_cfg(const P& pp, stream_t stream) {
   // programmatic-dependent-launch attribute.
   if (kS > 1 || (p.clusters && p.pdl > 0)) {
     return launch_ex(kernel, dim3(static_cast<unsigned>(ctas)), dim3(kW * 32), smem, stream, kS,
-                     p.clusters && p.pdl > 0, q);
+                     p.clusters && p.pdl > 0, pp);
   }
 #else
   if constexpr (kS > 1) return launch_linear_cfg<kAct, kNB, kRT, kW, kV, 1, kItemRT>(pp, stream);
 #endif
-  kernel<<<static_cast<unsigned>(ctas), kW * 32, smem, stream>>>(q);
+  kernel<<<static_cast<unsigned>(ctas), kW * 32, smem, stream>>>(pp);
   return last_error();
 }
 

@@ -173,7 +173,7 @@ void reshape_and_cache_flash(const at::Tensor& key, const at::Tensor& value, at:
 }
 
 // Counters the GPU kernel needs in `workspace`: one per (block of 8 token rows, head segment)
-// and one per block for the residual.
+// and one word per block (its CTAs' tickets and finished projections, and its rows normed).
 int64_t attention_front_workspace_size(int64_t m, int64_t n, int64_t d) {
   return (m + 7) / 8 * (n / d + 1);
 }
@@ -243,8 +243,7 @@ std::tuple<at::Tensor, at::Tensor> attention_front(
   maybe_poison(q);
   maybe_poison(gate);
   // The normed rows and the qkv rows between the steps (scratch of this call).
-  // (the GPU kernel keeps kFrontYCopies = 8 copies of y, one per group of CTAs).
-  at::Tensor y = at::empty({x.is_cuda() ? 8 : 1, m, hidden}, act), qkv = at::empty({m, n}, act);
+  at::Tensor y = at::empty({m, hidden}, act), qkv = at::empty({m, n}, act);
   const at::Tensor x2 = rows_view(x, hidden);
   const at::Tensor w_in = input_norm_weight.contiguous(), w_q = q_norm_weight.contiguous(),
                    w_k = k_norm_weight.contiguous();

@@ -307,7 +307,7 @@ def reshape_and_cache_flash(key: Tensor, value: Tensor, key_cache: Tensor, value
 
 
 #: Where ``attention_front`` (fused=None) takes the one-launch kernel on a GPU (H200 measurements).
-FUSED_MAX_TOKENS = 2
+FUSED_MAX_TOKENS = 8
 FUSED_MAX_HIDDEN = 2048
 #: Counters kept per device for attention_front (int32, zero between calls).
 ATTENTION_FRONT_WORKSPACE = 1 << 16
@@ -352,9 +352,9 @@ def attention_front(x: Tensor, residual: Tensor, input_norm_weight: Tensor, pack
 
     ``fused``: True runs the one-launch kernel, False the unfused ops; None (default) picks the
     faster on a GPU as measured on the H200 (benchmarks/results/h200_attention_front.md): the
-    one-launch kernel for at most two token rows and hidden <= 2048, the unfused ops otherwise
-    (every CTA of the one-launch kernel norms its token rows itself, which costs more than the
-    launches it saves beyond that). Both give the same bits; on the CPU the op is the composition itself."""
+    one-launch kernel for at most eight token rows and hidden <= 2048, the unfused ops otherwise
+    (at hidden 6144 the one-launch kernel was 0.75-0.85x the unfused ops, and above eight rows
+    0.62x). Both give the same bits; on the CPU the op is the composition itself."""
     if fused is None:
         fused = not x.is_cuda or (x.shape[0] <= FUSED_MAX_TOKENS and x.shape[-1] <= FUSED_MAX_HIDDEN)
     if not fused:
