@@ -1,7 +1,8 @@
 """The measurement tools stay in step with the kernel sources they patch.
 
 benchmarks/trace/make_trace_build.py edits csrc/kernels/mxfp6_linear.cuh at fixed anchors and
-merges the per-entry units (mxfp6_{linear,front}_*.cu) into one. A kernel change that moves an
+merges the per-entry units (mxfp6_{linear,front}_*.cu) into one; make_front_trace_build.py edits
+the params, the kernel header and the launcher of the attention front. A kernel change that moves an
 anchor, or an entry unit added or renamed, would only show when someone next ran the tool on the
 GPU machine (one anchor had gone stale for five sessions before this test). These checks run on
 the CPU, without writing anything.
@@ -27,6 +28,14 @@ def test_every_trace_anchor_occurs_once_in_the_kernel_header():
     src = read(trace.HEADER_FILE)
     for old, _new in trace.EDITS:
         assert src.count(old) == 1, f"anchor found {src.count(old)} times:\n{old}"
+
+
+def test_every_front_trace_anchor_occurs_once_in_its_file():
+    import make_front_trace_build as front
+
+    for path, old, _new in front.EDITS:
+        src = read(path)
+        assert src.count(old) == 1, f"anchor found {src.count(old)} times in {path}:\n{old}"
 
 
 def test_trace_entries_are_the_entry_units_and_declarations():
