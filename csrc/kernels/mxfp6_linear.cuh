@@ -156,11 +156,6 @@ MXF_DEV Chunk8 front_s(const Chunk8& a, const Chunk8& b, Dtype act) {
 // The same from the raw 16-bit chunks.
 MXF_DEV Chunk8 front_s(uint4 x, uint4 r, Dtype act) { return front_s(widen8(x, act), widen8(r, act), act); }
 
-// Chunk c of row r of a 16-bit matrix with rows `stride16` 16-byte units apart (aligned rows).
-MXF_DEV uint4 ld_chunk16(const void* base, int stride16, int r, int c) {
-  return static_cast<const uint4*>(base)[r * stride16 + c];
-}
-
 // Attention front, before the projection: the rows the linear reads (its x, the call's y buffer),
 // y = input norm of s = round(x + residual). Each row is normed once, by one CTA, and every CTA of
 // the token block waits until all of the block's rows are in y. (Until the fortieth session every
@@ -180,6 +175,9 @@ constexpr int kFrontCountMask = (1 << kFrontReadyShift) - 1;
 // Chunks a producing thread has in flight per round of loads. (More made the kernels spill: the
 // prologue shares the linear's register budget.)
 constexpr int kFrontRowBatch = 2;
+
+// CTAs of one token block in one split of K: one per rows_w rows of the projection.
+MXF_DEV int front_block_ctas(const FrontParams& f, int rows_w) { return static_cast<int>(f.linear.n / rows_w); }
 
 MXF_DEV int* front_block_word(const FrontParams& f, int64_t m0, int rows_x) {
   const int64_t segs = f.linear.n / f.d;
@@ -267,10 +265,11 @@ MXF_DEV void front_norm_row(const FrontParams& f, int64_t m) {
   __syncthreads();  // red is reused
 }
 
-// ctas: the CTAs of the token block (of every split).
-template <int kRowsX>
-MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, int ctas) {
+// rows_w: projection rows per CTA; kS: CTAs per cluster of the projection (each takes a ticket).
+template <int kRowsX, int kS>
+MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, int rows_w) {
   __shared__ int ticket;
+  const int ctas = kS * front_block_ctas(f, rows_w);
   static_assert(kVirtualLanes == 256, "one or two lanes per thread of 128 or 256");
   const int rows = static_cast<int>(f.linear.m - m0 < kRowsX ? f.linear.m - m0 : kRowsX);
   int* const word = front_block_word(f, m0, kRowsX);
@@ -355,7 +354,8 @@ MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int smem_bytes,
         duty[nd++] = static_cast<int>(sg);
       }
     }
-    const int ctas = static_cast<int>(lp.n / rows_w);  // the block's CTAs of split 0
+    // Tickets of every split, then arrivals of split 0: the last arrival zeroes the block's word.
+    const int ctas = front_block_ctas(f, rows_w);
     if ((atomicAdd(cnt + segs, 1) & kFrontCountMask) == (kS + 1) * ctas - 1) atomicExch(cnt + segs, 0);
     n_duty = nd;
   }
@@ -731,14 +731,14 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
     issue_slot = issue_slot + 1 == kStages ? 0 : issue_slot + 1;
   };
 
-  const void* const x_rows = p.x;  // the attention front's: the y rows, front_prologue's
-  // x: lane (g, t) feeds column g of each n8 block with 8 contiguous values per group. Columns
-  // past M read the last real row (their outputs are never stored; mma columns are independent).
+  // x (the attention front's: its y rows, front_prologue's): lane (g, t) feeds column g of each
+  // n8 block with 8 contiguous values per group. Columns past M read the last real row (their
+  // outputs are never stored; mma columns are independent).
   const uint4* xptr[kNB];
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb) {
     const int64_t m = m0 + nb * 8 + g < p.m ? m0 + nb * 8 + g : p.m - 1;
-    xptr[nb] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(x_rows) + m * p.x_stride +
+    xptr[nb] = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.x) + m * p.x_stride +
                                               tk0 * kFp6TileCols + 8 * t);
   }
   constexpr int kXTile = kFp6TileCols / 8;  // uint4 per k-tile
@@ -793,7 +793,7 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
   }
 #endif
   if constexpr (std::is_same_v<P, FrontParams>) {
-    front_prologue<8 * kNB>(pp, m0, static_cast<int>(p.n / (kRT * kFp6TileRows)) * kS);
+    front_prologue<8 * kNB, kS>(pp, m0, kRT * kFp6TileRows);
   }
   uint4 xq[kNB][4];
 #pragma unroll
@@ -965,7 +965,7 @@ __global__ void __launch_bounds__(kW * 32, (kMinBlocksFor<kNB, kRT, kW, kV, kWid
 #if defined(MXF_HAS_CLUSTER)
     grid_dep_wait();
 #endif
-    if constexpr (kFront) front_prologue<kRowsX>(pp, m0, static_cast<int>(p.n / (kRT * kFp6TileRows)));
+    if constexpr (kFront) front_prologue<kRowsX, 1>(pp, m0, kRT * kFp6TileRows);
     for (int r = 0; r < kRT; ++r) linear_portable(p, row0 + r * kFp6TileRows, m0, kRowsX);
     if constexpr (kFront) {
       front_epilogue<kRowsX, 1>(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), row0, kRT * kFp6TileRows, m0);
