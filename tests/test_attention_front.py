@@ -270,6 +270,11 @@ def _bad_cases():
         mod("workspace", lambda a, kw: (a.__setitem__("workspace", torch.zeros(2, dtype=torch.int32)), "'workspace' must be a contiguous 1-D int32")),
         mod("eps", lambda a, kw: (kw.__setitem__("eps", -1.0), "'eps' must be finite")),
         mod("residual_aliases_x", lambda a, kw: (a.__setitem__("x", a["residual"]), "'residual' \\(written in place\\) and 'x' must not share")),
+        # The GPU kernel cannot look at the workspace's values before it runs (it traps instead:
+        # test_gpu_workspace_not_zero_stops_the_kernel); the CPU rejects them up front.
+        mod("workspace_not_zero", lambda a, kw: (a["workspace"].__setitem__(5, 7), "'workspace' must be zeroed .* got 1 nonzero elements in its first 7")),
+        mod("workspace_aliases_residual", lambda a, kw: (a.__setitem__("workspace", a["residual"].view(torch.int32).flatten()), "'workspace' \\(written in place\\) and 'residual' must not share")),
+        mod("workspace_aliases_key_cache", lambda a, kw: (a.__setitem__("workspace", a["key_cache"].view(torch.int32).flatten()), "'workspace' \\(written in place\\) and 'key_cache' must not share")),
     ]
 
 
@@ -482,6 +487,82 @@ def test_gpu_bad_positions_and_slots():
     assert not torch.equal(flat[0], flat0[0]) and not torch.equal(flat[1], flat0[1])
     assert torch.equal(flat[2:], flat0[2:]), "a slot past the cache must write nothing"
     assert math.isfinite(r.float().abs().max().item())
+
+
+# A subprocess runs one fused call (a trapped kernel loses its CUDA context) with the workspace
+# set up by `setup` (Python on `ws` and `word`, the first token block's word) and prints RAN
+# after checking the result against the unfused ops, or RAISED with the error.
+_WORKSPACE_SCRIPT = """
+import sys, torch, mxfuse
+sys.path.insert(0, {tests!r})
+from test_attention_front import Front, assert_front_equal
+f = Front({cfg!r}, 1, torch.bfloat16, "cuda", max_pos=4096, blocks=8, block_size=16)
+ws = mxfuse.attention_front_workspace("cuda")
+word = f.n // f.d
+{setup}
+try:
+    out = f.run(workspace=ws)
+    torch.cuda.synchronize()
+except RuntimeError as e:
+    print("RAISED:", str(e).splitlines()[0], flush=True)
+    sys.exit(3)
+r2, kc2, vc2 = f.fresh()
+want = mxfuse.attention_front_unfused(*f.args(r2, kc2, vc2), **f.kw)
+assert_front_equal(list(out), [*want, r2, kc2, vc2], "under a wait limit")
+assert not ws.any(), "the workspace must be left zeroed"
+print("RAN", flush=True)
+"""
+
+
+def _run_front_subprocess(cfg, setup, env):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    code = _WORKSPACE_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)), cfg=cfg, setup=setup)
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                       timeout=180)
+    return r, time.monotonic() - t0
+
+
+_WORKSPACE_CASES = {
+    "zero": "",                                  # control: the limit does not fire on a good call
+    "garbage": "ws.fill_(0x7F7F7F7F)",           # a ticket no zeroed workspace gives: at once
+    "ready_past_rows": "ws[word] = 2 << 24",     # more rows counted than the block has: at once
+    "segment_counter": "ws[0] = 1000",           # an arrival count past the segment's CTAs: at once
+    "stuck": "ws[word] = 1",                     # ticket 0 never given, row 0 never normed: the limit
+}
+
+
+# One subprocess each (CUDA start-up, seconds): every case on the fast path of the model's shape,
+# the limit and its control on the portable twin, and the limit on a small weight.
+@requires_cuda
+@pytest.mark.parametrize("cfg,portable,case", [
+    *[(QWEN3_NEXT, False, c) for c in _WORKSPACE_CASES],
+    (QWEN3_NEXT, True, "zero"), (QWEN3_NEXT, True, "stuck"), (SMALL[0], False, "stuck")],
+    ids=lambda v: {QWEN3_NEXT: "qwen3next", SMALL[0]: "small", True: "portable", False: "fast"}.get(v, v)
+    if not isinstance(v, str) else v)
+def test_gpu_workspace_not_zero_stops_the_kernel(cfg, portable, case):
+    """A workspace that is not zero cannot be seen by the host without a sync; the kernel notices
+    an impossible count, or waits past MXFUSE_FRONT_WAIT_TIMEOUT_MS, and traps (a CUDA error at
+    the next sync) instead of hanging or reading rows nobody wrote."""
+    env = {"MXFUSE_FRONT_WAIT_TIMEOUT_MS": "300", "MXFUSE_FORCE_PORTABLE": "1" if portable else "0"}
+    r, seconds = _run_front_subprocess(cfg, _WORKSPACE_CASES[case], env)
+    if case == "zero":
+        assert r.returncode == 0 and "RAN" in r.stdout, r.stdout + r.stderr
+        return
+    assert r.returncode != 0 and "RAISED: CUDA error" in r.stdout and "RAN" not in r.stdout, r.stdout + r.stderr
+    assert seconds < 60, f"stopped after {seconds:.1f} s"
+
+
+@requires_cuda
+def test_gpu_wait_limit_setting_is_checked():
+    r, _ = _run_front_subprocess(SMALL[0], "", {"MXFUSE_FRONT_WAIT_TIMEOUT_MS": "ten"})
+    assert r.returncode != 0 and "RAISED:" in r.stdout
+    assert "MXFUSE_FRONT_WAIT_TIMEOUT_MS must be a whole number of milliseconds" in r.stdout
+    assert "got 'ten'" in r.stdout
 
 
 @requires_cuda

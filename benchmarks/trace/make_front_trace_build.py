@@ -83,9 +83,10 @@ EDITS = [
      "  if (pdl == 2) {  // x and out only after the previous kernel has finished\n"
      "    grid_dep_wait();\n    grid_dep_launch();\n    front_rec(pp, 2, gtime());\n  }\n"),
     (HEADER_FILE,
-     "  if (threadIdx.x == 0) ticket = atomicAdd(word, 1) & kFrontCountMask;\n  __syncthreads();\n",
-     "  if (threadIdx.x == 0) ticket = atomicAdd(word, 1) & kFrontCountMask;\n  __syncthreads();\n"
-     "  front_rec(f, 3, gtime());\n  front_rec(f, 4, static_cast<unsigned long long>(ticket));\n"),
+     "  __syncthreads();\n  if (ticket < rows) {\n",
+     "  __syncthreads();\n"
+     "  front_rec(f, 3, gtime());\n  front_rec(f, 4, static_cast<unsigned long long>(ticket));\n"
+     "  if (ticket < rows) {\n"),
     (HEADER_FILE,
      "    if (threadIdx.x == 0) atomicAdd(word, done << kFrontReadyShift);\n",
      "    if (threadIdx.x == 0) atomicAdd(word, done << kFrontReadyShift);\n    front_rec(f, 5, gtime());\n"),

@@ -177,6 +177,9 @@ struct FrontParams {
   bool output_gate = true;
   float eps = 1e-6f, weight_offset = 1.0f;
   Dtype wdtype = Dtype::kBF16, q_wdtype = Dtype::kBF16, k_wdtype = Dtype::kBF16;
+  // GPU: wall_ticks() a CTA may wait for its token block's normed rows before the kernel traps
+  // (a workspace that was not zero; 0: no limit).
+  uint64_t wait_limit = 0;
 };
 
 }  // namespace mxf

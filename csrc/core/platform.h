@@ -82,6 +82,21 @@ inline int current_device() {
   }
   return dev;
 }
+// Ticks of wall_ticks() per millisecond on the current device (its wall clock rate in kHz), or
+// 0 when the runtime cannot tell. Runtimes before ROCm 5.3 have no query: 100 MHz, the rate of
+// s_memrealtime on gfx9 (MI100 to MI300).
+inline int64_t wall_ticks_per_ms() {
+#if HIP_VERSION >= 50300000
+  int khz = 0;
+  if (hipDeviceGetAttribute(&khz, hipDeviceAttributeWallClockRate, current_device()) != hipSuccess) {
+    (void)hipGetLastError();
+    return 0;
+  }
+  return khz > 0 ? khz : 0;
+#else
+  return 100000;
+#endif
+}
 template <typename K>
 error_t set_max_dynamic_smem(K kernel, int bytes) {
   return hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
@@ -101,6 +116,8 @@ inline int current_device() {
   }
   return dev;
 }
+// Ticks of wall_ticks() per millisecond (%globaltimer counts nanoseconds).
+inline int64_t wall_ticks_per_ms() { return 1000000; }
 // Kernels that take more than 48 KB of dynamic shared memory must say so first.
 template <typename K>
 error_t set_max_dynamic_smem(K kernel, int bytes) {
@@ -196,6 +213,31 @@ MXF_DEV void sync_lanes() {
 #else
   __syncwarp();
 #endif
+}
+
+// A wall clock for time limits on polling loops: nanoseconds (%globaltimer) on NVIDIA, the
+// constant-rate counter of wall_clock64() on AMD (wall_ticks_per_ms() gives either rate on the
+// host).
+MXF_DEV uint64_t wall_ticks() {
+#if defined(MXF_HIP) && defined(__HIP_DEVICE_COMPILE__)
+  return static_cast<uint64_t>(wall_clock64());  // -1 where the arch has no such counter: no limit
+#elif defined(MXF_HIP)
+  return 0;  // the host pass only parses this
+#else
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#endif
+}
+
+// Ends the kernel with an error the host sees at its next synchronization (the context is lost).
+[[noreturn]] MXF_DEV void trap_kernel() {
+#if defined(MXF_HIP)
+  __builtin_trap();
+#else
+  __trap();
+#endif
+  __builtin_unreachable();
 }
 
 // A short pause in a polling loop (a thread waiting for a flag another CTA sets), so that the poll

@@ -265,15 +265,32 @@ MXF_DEV void front_norm_row(const FrontParams& f, int64_t m) {
   __syncthreads();  // red is reused
 }
 
+// The token block's word held a value no zeroed workspace can give (a ticket past the block's
+// CTAs and split-0 arrivals, more rows counted than the block has), or a CTA waited past
+// f.wait_limit for the block's rows. Either means the word was not zero when the call started (a
+// workspace not from mxfuse.attention_front_workspace, or shared with a call that runs at the
+// same time), so the kernel stops with an error instead of hanging or reading rows nobody wrote.
+// A trap and no message: a device printf here (a call) made ptxas spill more in the linear's
+// main loop (nvcc 13.0, sm_90a), and this path must cost nothing while it is not taken.
+[[noreturn]] MXF_DEV void front_bad_workspace() { trap_kernel(); }
+
 // rows_w: projection rows per CTA; kS: CTAs per cluster of the projection (each takes a ticket).
 template <int kRowsX, int kS>
 MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, int rows_w) {
   __shared__ int ticket;
-  const int ctas = kS * front_block_ctas(f, rows_w);
+  const int block_ctas = front_block_ctas(f, rows_w), ctas = kS * block_ctas;
   static_assert(kVirtualLanes == 256, "one or two lanes per thread of 128 or 256");
   const int rows = static_cast<int>(f.linear.m - m0 < kRowsX ? f.linear.m - m0 : kRowsX);
   int* const word = front_block_word(f, m0, kRowsX);
-  if (threadIdx.x == 0) ticket = atomicAdd(word, 1) & kFrontCountMask;
+  if (threadIdx.x == 0) {
+    // A zeroed word gives tickets below ctas + block_ctas (a CTA that starts late may count
+    // split-0 arrivals) and counts at most `rows` rows.
+    const int old = atomicAdd(word, 1);
+    ticket = old & kFrontCountMask;
+    if (ticket >= ctas + block_ctas || (static_cast<unsigned>(old) >> kFrontReadyShift) > static_cast<unsigned>(rows)) {
+      front_bad_workspace();
+    }
+  }
   __syncthreads();
   if (ticket < rows) {
     int done = 0;
@@ -281,7 +298,16 @@ MXF_DEV void front_prologue(const FrontParams& f, int64_t m0, int rows_w) {
     if (threadIdx.x == 0) atomicAdd(word, done << kFrontReadyShift);
   }
   if (threadIdx.x == 0) {
-    while ((*static_cast<volatile int*>(word) >> kFrontReadyShift) < rows) sleep_briefly();
+    const uint64_t t0 = f.wait_limit != 0 ? wall_ticks() : 0;
+    for (;;) {
+      const int w = *static_cast<volatile int*>(word);
+      const unsigned ready = static_cast<unsigned>(w) >> kFrontReadyShift;
+      if (ready == static_cast<unsigned>(rows)) break;
+      if (ready > static_cast<unsigned>(rows) || (f.wait_limit != 0 && wall_ticks() - t0 > f.wait_limit)) {
+        front_bad_workspace();
+      }
+      sleep_briefly();
+    }
     __threadfence();  // the rows' stores, before this CTA's loads of them (after the barrier)
   }
   __syncthreads();
@@ -349,14 +375,18 @@ MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int smem_bytes,
     int nd = 0;
     for (int64_t sg = row0 / d; sg <= (row0 + rows_w - 1) / d; ++sg) {
       const int arrivals = static_cast<int>(((sg + 1) * d - 1) / rows_w - sg * d / rows_w + 1);
-      if (atomicAdd(cnt + sg, 1) == arrivals - 1) {
+      const int old = atomicAdd(cnt + sg, 1);
+      if (old < 0 || old >= arrivals) front_bad_workspace();  // as in front_prologue
+      if (old == arrivals - 1) {
         atomicExch(cnt + sg, 0);
         duty[nd++] = static_cast<int>(sg);
       }
     }
     // Tickets of every split, then arrivals of split 0: the last arrival zeroes the block's word.
     const int ctas = front_block_ctas(f, rows_w);
-    if ((atomicAdd(cnt + segs, 1) & kFrontCountMask) == (kS + 1) * ctas - 1) atomicExch(cnt + segs, 0);
+    const int old = atomicAdd(cnt + segs, 1);
+    if ((old & kFrontCountMask) >= (kS + 1) * ctas) front_bad_workspace();
+    if ((old & kFrontCountMask) == (kS + 1) * ctas - 1) atomicExch(cnt + segs, 0);
     n_duty = nd;
   }
   __syncthreads();

@@ -12,6 +12,7 @@
 #include "debug.h"
 #include "dispatch.h"
 #include "mxfp6_common.h"
+#include "settings.h"
 
 #ifdef MXF_WITH_GPU
 #include "../kernels/attention_front.h"
@@ -103,6 +104,40 @@ void fill_cache_params(KvCacheParams& cp, const at::Tensor& key_cache, const at:
   cp.slots = key_cache.size(0) * key_cache.size(1);
   cp.fp8 = fp8;
 }
+
+// The workspace's counters: the first `need` elements, all that the kernel touches. A workspace
+// that shares memory with another argument would have the kernel's atomics write into that
+// argument; one that is not zero makes the GPU kernel stop with an error (front_bad_workspace),
+// and the CPU, which can look, rejects it up front.
+void check_workspace(const char* op, const at::Tensor& ws, int64_t need,
+                     std::initializer_list<std::pair<const char*, const at::Tensor*>> args) {
+  const at::Tensor used = ws.narrow(0, 0, need);
+  for (const auto& [arg, t] : args) check_disjoint(op, "workspace", used, arg, *t);
+  if (used.is_cpu() && need > 0) {
+    const int64_t nonzero = used.count_nonzero().item<int64_t>();
+    MXF_CHECK(nonzero == 0, op, ": argument 'workspace' must be zeroed (mxfuse.attention_front_workspace; "
+              "every call leaves it zeroed), got ", nonzero, " nonzero elements in its first ", need);
+  }
+}
+
+#ifdef MXF_WITH_GPU
+// How long a CTA of the one-launch kernel may wait for its token block's normed rows before the
+// kernel stops with an error (a workspace that was not zero; docs/DECISIONS.md, "One launch"):
+// MXFUSE_FRONT_WAIT_TIMEOUT_MS, read once, default 10 s, 0 for no limit. The rows take
+// microseconds; the limit only has to outlast a debugger's or a sanitizer's slowdown and
+// time-slicing with other processes.
+std::atomic<int> g_front_wait_ms{-1};
+
+uint64_t front_wait_limit() {
+  const int64_t ms = process_setting(g_front_wait_ms, "MXFUSE_FRONT_WAIT_TIMEOUT_MS", 10000, [](const std::string& e) {
+    const bool digits = !e.empty() && e.size() <= 9 && e.find_first_not_of("0123456789") == std::string::npos;
+    MXF_CHECK(digits, "mxfuse: environment variable MXFUSE_FRONT_WAIT_TIMEOUT_MS must be a whole number of "
+              "milliseconds below 1e9 (0: no limit), got '", e, "'");
+    return std::stoi(e);
+  });
+  return static_cast<uint64_t>(ms) * static_cast<uint64_t>(wall_ticks_per_ms());
+}
+#endif
 
 }  // namespace
 
@@ -233,6 +268,12 @@ std::tuple<at::Tensor, at::Tensor> attention_front(
             ": argument 'workspace' must be a contiguous 1-D int32 tensor of at least ", need,
             " zeroed elements for ", m, " tokens (mxfuse.attention_front_workspace), got shape ",
             workspace.sizes());
+  check_workspace(op, workspace, need,
+                  {{"x", &x}, {"residual", &residual}, {"input_norm_weight", &input_norm_weight},
+                   {"packed", &packed}, {"scales", &scales}, {"q_norm_weight", &q_norm_weight},
+                   {"k_norm_weight", &k_norm_weight}, {"cos_sin_cache", &cos_sin_cache},
+                   {"positions", &positions}, {"slot_mapping", &slot_mapping}, {"key_cache", &key_cache},
+                   {"value_cache", &value_cache}, {"k_scale", &k_scale}, {"v_scale", &v_scale}});
   const int64_t slots = key_cache.size(0) * key_cache.size(1);
   check_index_values_cpu(op, "positions", positions, 0, cs.size(0));
   check_index_values_cpu(op, "slot_mapping", slot_mapping, -(int64_t{1} << 62), slots);
@@ -283,7 +324,9 @@ std::tuple<at::Tensor, at::Tensor> attention_front(
   p.eps = static_cast<float>(eps);
   p.weight_offset = static_cast<float>(weight_offset);
   if (m == 0) return {q, gate};
-  MXF_DISPATCH(x, (set_linear_device(p.linear), kernels::launch_attention_front(p, stream)),
+  MXF_DISPATCH(x,
+               (set_linear_device(p.linear), p.wait_limit = front_wait_limit(),
+                kernels::launch_attention_front(p, stream)),
                cpu::attention_front(p));
   return {q, gate};
 }

@@ -318,6 +318,9 @@ def attention_front_workspace(device: torch.device | str, numel: int = ATTENTION
     """A zeroed int32 workspace for ``attention_front`` on ``device``. Every call leaves it zeroed
     again, so one workspace serves any number of calls that run one after another (one stream,
     graph replays included). Calls that may run at the same time (several streams) need one each.
+    A workspace that is not zero is an error: the CPU op rejects it; the GPU kernel, which cannot
+    be checked from the host without a sync, traps: a CUDA error at the next sync (at once when
+    its counts are impossible, else after ``MXFUSE_FRONT_WAIT_TIMEOUT_MS``, default 10 s).
     """
     return torch.zeros(numel, dtype=torch.int32, device=device)
 
