@@ -1,6 +1,6 @@
 """Turns the working tree into a timeline ("front trace") build of the fused attention front:
-per-CTA %globaltimer stamps of its phases, for benchmarks/trace/trace_attention_front.py. A
-measurement build only, never the shipped kernel.
+per-CTA %globaltimer stamps of its phases (wall_ticks(), csrc/core/platform.h), for
+benchmarks/trace/trace_attention_front.py. A measurement build only, never the shipped kernel.
 
 Thread 0 of each CTA (blockIdx < MAX_CTAS) of a launch with MXF_FRONT_TRACE=1 in the environment
 records FIELDS u64 (layout in trace_attention_front.py): its SM, the kernel start, the dependency
@@ -29,11 +29,6 @@ HEADER_FILE = "csrc/kernels/mxfp6_linear.cuh"
 LAUNCH_FILE = "csrc/kernels/mxfp6.cu"
 
 STAMP = r"""
-MXF_DEV unsigned long long gtime() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 // Field i of this CTA's record (thread 0 only), the time or a value.
 MXF_DEV void front_rec(const FrontParams& f, int i, unsigned long long v) {
   if (threadIdx.x == 0 && f.trace != nullptr && blockIdx.x < @MAX_CTAS@) f.trace[blockIdx.x * @FIELDS@ + i] = v;
@@ -75,41 +70,41 @@ EDITS = [
      "MXF_HD const Fp6LinearParams& linear_of(const FrontParams& p) { return p.linear; }\n" + STAMP),
     (HEADER_FILE,
      "  if (pdl < 2) {\n    grid_dep_wait();\n    grid_dep_launch();\n  } else if (pdl == 3) {",
-     "  if (pdl < 2) {\n    grid_dep_wait();\n    grid_dep_launch();\n    front_rec(pp, 2, gtime());\n"
+     "  if (pdl < 2) {\n    grid_dep_wait();\n    grid_dep_launch();\n    front_rec(pp, 2, wall_ticks());\n"
      "  } else if (pdl == 3) {"),
     (HEADER_FILE,
      "  if (pdl == 2) {  // x and out only after the previous kernel has finished\n"
      "    grid_dep_wait();\n    grid_dep_launch();\n  }\n",
      "  if (pdl == 2) {  // x and out only after the previous kernel has finished\n"
-     "    grid_dep_wait();\n    grid_dep_launch();\n    front_rec(pp, 2, gtime());\n  }\n"),
+     "    grid_dep_wait();\n    grid_dep_launch();\n    front_rec(pp, 2, wall_ticks());\n  }\n"),
     (HEADER_FILE,
      "  __syncthreads();\n  if (ticket < rows) {\n",
      "  __syncthreads();\n"
-     "  front_rec(f, 3, gtime());\n  front_rec(f, 4, static_cast<unsigned long long>(ticket));\n"
+     "  front_rec(f, 3, wall_ticks());\n  front_rec(f, 4, static_cast<unsigned long long>(ticket));\n"
      "  if (ticket < rows) {\n"),
     (HEADER_FILE,
      "    if (threadIdx.x == 0) atomicAdd(word, done << kFrontReadyShift);\n",
-     "    if (threadIdx.x == 0) atomicAdd(word, done << kFrontReadyShift);\n    front_rec(f, 5, gtime());\n"),
+     "    if (threadIdx.x == 0) atomicAdd(word, done << kFrontReadyShift);\n    front_rec(f, 5, wall_ticks());\n"),
     (HEADER_FILE,
      "    __threadfence();  // the rows' stores, before this CTA's loads of them (after the barrier)\n"
      "  }\n  __syncthreads();\n",
      "    __threadfence();  // the rows' stores, before this CTA's loads of them (after the barrier)\n"
-     "  }\n  __syncthreads();\n  front_rec(f, 6, gtime());\n"),
+     "  }\n  __syncthreads();\n  front_rec(f, 6, wall_ticks());\n"),
     (HEADER_FILE,
      "    linear_mma<kAct, kNB, kRT, kW, kV, kS, kItemRT, P, kWide>(pp, smem, row0, m0, split);\n",
      "    if (threadIdx.x == 0) {\n      unsigned sm;\n      asm volatile(\"mov.u32 %0, %%smid;\" : \"=r\"(sm));\n"
-     "      front_rec(pp, 0, sm);\n    }\n    front_rec(pp, 1, gtime());\n"
+     "      front_rec(pp, 0, sm);\n    }\n    front_rec(pp, 1, wall_ticks());\n"
      "    linear_mma<kAct, kNB, kRT, kW, kV, kS, kItemRT, P, kWide>(pp, smem, row0, m0, split);\n"
-     "    front_rec(pp, 7, gtime());\n"),
+     "    front_rec(pp, 7, wall_ticks());\n"),
     (HEADER_FILE,
      "  __syncthreads();\n  if (n_duty == 0) return;\n",
-     "  __syncthreads();\n  front_rec(f, 8, gtime());\n  front_rec(f, 9, static_cast<unsigned long long>(n_duty));\n"
+     "  __syncthreads();\n  front_rec(f, 8, wall_ticks());\n  front_rec(f, 9, static_cast<unsigned long long>(n_duty));\n"
      "  if (n_duty == 0) return;\n"),
     (HEADER_FILE,
      "        front_epilogue<kRowsX, kS>(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), row0, "
      "kRT * kFp6TileRows, m0);\n      }\n",
      "        front_epilogue<kRowsX, kS>(pp, smem, linear_smem_bytes<kNB, kRT, kW, kV, kS>(), row0, "
-     "kRT * kFp6TileRows, m0);\n      }\n      front_rec(pp, 10, gtime());\n"),
+     "kRT * kFp6TileRows, m0);\n      }\n      front_rec(pp, 10, wall_ticks());\n"),
     (LAUNCH_FILE,
      "error_t launch_attention_front(const FrontParams& p, stream_t stream) {\n",
      HOOKS),

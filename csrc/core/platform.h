@@ -85,12 +85,19 @@ inline int current_device() {
 // Ticks of wall_ticks() per millisecond on the current device (its wall clock rate in kHz), or
 // 0 when the runtime cannot tell. Runtimes before ROCm 5.3 have no query: 100 MHz, the rate of
 // s_memrealtime on gfx9 (MI100 to MI300).
+// Asked once per device (the attention front reads it at every launch).
 inline int64_t wall_ticks_per_ms() {
 #if HIP_VERSION >= 50300000
-  int khz = 0;
-  if (hipDeviceGetAttribute(&khz, hipDeviceAttributeWallClockRate, current_device()) != hipSuccess) {
-    (void)hipGetLastError();
-    return 0;
+  static std::atomic<int> memo[kMemoDevices] = {};
+  const int dev = current_device();
+  const bool cached = dev >= 0 && dev < kMemoDevices;
+  int khz = cached ? memo[dev].load(std::memory_order_relaxed) : 0;
+  if (khz <= 0) {
+    if (hipDeviceGetAttribute(&khz, hipDeviceAttributeWallClockRate, dev) != hipSuccess) {
+      (void)hipGetLastError();
+      return 0;
+    }
+    if (cached && khz > 0) memo[dev].store(khz, std::memory_order_relaxed);
   }
   return khz > 0 ? khz : 0;
 #else

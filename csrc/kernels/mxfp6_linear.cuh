@@ -383,10 +383,10 @@ MXF_DEV void front_epilogue(const FrontParams& f, uint8_t* smem, int smem_bytes,
       }
     }
     // Tickets of every split, then arrivals of split 0: the last arrival zeroes the block's word.
-    const int ctas = front_block_ctas(f, rows_w);
-    const int old = atomicAdd(cnt + segs, 1);
-    if ((old & kFrontCountMask) >= (kS + 1) * ctas) front_bad_workspace();
-    if ((old & kFrontCountMask) == (kS + 1) * ctas - 1) atomicExch(cnt + segs, 0);
+    // cnt + segs: the block's word (front_block_word).
+    const int count = atomicAdd(cnt + segs, 1) & kFrontCountMask, last = (kS + 1) * front_block_ctas(f, rows_w) - 1;
+    if (count > last) front_bad_workspace();
+    if (count == last) atomicExch(cnt + segs, 0);
     n_duty = nd;
   }
   __syncthreads();
