@@ -35,19 +35,24 @@ void check_weight_vec(const char* op, const char* arg, const at::Tensor& w, int6
             "], got ", w.sizes());
 }
 
-void check_index_vec(const char* op, const char* arg, const at::Tensor& t, int64_t m,
-                     const at::Tensor& ref, const char* ref_arg) {
+// An int64 [m] index vector; returns it contiguous (the kernels index it as an array, so a
+// strided view is copied, never read as if it were dense).
+at::Tensor check_index_vec(const char* op, const char* arg, const at::Tensor& t, int64_t m,
+                           const at::Tensor& ref, const char* ref_arg) {
   check_same_device(op, arg, t, ref, ref_arg);
   check_dtype(op, arg, t, {at::kLong});
   MXF_CHECK(t.dim() == 1 && t.size(0) == m, op, ": argument '", arg, "' must have shape [", m,
             "] (one entry per token of '", ref_arg, "'), got ", t.sizes());
+  return t.contiguous();
 }
 
-// cos_sin_cache [max_pos, rotary_dim] (cos | sin halves) and rotary_dim (even, 2..d).
+// cos_sin_cache [max_pos, rotary_dim] (cos | sin halves) and rotary_dim (even, 2..d); d_from
+// says where the head size d comes from.
 at::Tensor check_rope_args(const char* op, const at::Tensor& cos_sin, int64_t rotary_dim,
-                           int64_t d, const at::Tensor& ref, const char* ref_arg) {
+                           int64_t d, const char* d_from, const at::Tensor& ref, const char* ref_arg) {
   MXF_CHECK(rotary_dim >= 2 && rotary_dim % 2 == 0 && rotary_dim <= d, op,
-            ": argument 'rotary_dim' must be even and in [2, head_dim = ", d, "], got ", rotary_dim);
+            ": argument 'rotary_dim' must be even and in [2, head_dim = ", d, "] (head_dim: ", d_from,
+            "), got ", rotary_dim);
   check_same_device(op, "cos_sin_cache", cos_sin, ref, ref_arg);
   check_dtype(op, "cos_sin_cache", cos_sin, {at::kFloat, at::kBFloat16, at::kHalf});
   MXF_CHECK(cos_sin.dim() == 2 && cos_sin.size(1) == rotary_dim && cos_sin.size(0) >= 1, op,
@@ -109,8 +114,7 @@ void fill_cache_params(KvCacheParams& cp, const at::Tensor& key_cache, const at:
 // that shares memory with another argument would have the kernel's atomics write into that
 // argument; one that is not zero makes the GPU kernel stop with an error (front_bad_workspace),
 // and the CPU, which can look, rejects it up front.
-void check_workspace(const char* op, const at::Tensor& ws, int64_t need,
-                     std::initializer_list<std::pair<const char*, const at::Tensor*>> args) {
+void check_workspace(const char* op, const at::Tensor& ws, int64_t need, NamedTensors args) {
   const at::Tensor used = ws.narrow(0, 0, need);
   for (const auto& [arg, t] : args) check_disjoint(op, "workspace", used, arg, *t);
   if (used.is_cpu() && need > 0) {
@@ -148,16 +152,16 @@ at::Tensor rotary_embedding_neox(const at::Tensor& x, const at::Tensor& position
   check_dtype(op, "x", x, {at::kBFloat16, at::kHalf});
   check_dim(op, "x", x, 3);
   const int64_t m = x.size(0), heads = x.size(1), d = x.size(2);
-  check_index_vec(op, "positions", positions, m, x, "x");
-  const at::Tensor cs = check_rope_args(op, cos_sin_cache, rotary_dim, d, x, "x");
-  check_index_values_cpu(op, "positions", positions, 0, cs.size(0));
+  const at::Tensor pos = check_index_vec(op, "positions", positions, m, x, "x");
+  const at::Tensor cs = check_rope_args(op, cos_sin_cache, rotary_dim, d, "the last dimension of 'x'", x, "x");
+  check_index_values_cpu(op, "positions", pos, 0, cs.size(0));
   const at::Tensor x2 = heads_view(x);
   at::Tensor out = at::empty({m, heads, d}, x.options().memory_format(at::MemoryFormat::Contiguous));
   maybe_poison(out);
   RopeParams p;
   p.x = x2.data_ptr();
   p.x_stride = x2.stride(0);
-  p.positions = positions.data_ptr<int64_t>();
+  p.positions = pos.data_ptr<int64_t>();
   p.cos_sin = cs.data_ptr();
   p.cs_dtype = to_dtype(cs.scalar_type());
   p.out = out.data_ptr();
@@ -184,14 +188,15 @@ void reshape_and_cache_flash(const at::Tensor& key, const at::Tensor& value, at:
             ": argument 'value' must have the dtype and shape of 'key' (", key.scalar_type(), ", ",
             key.sizes(), "), got ", value.scalar_type(), ", ", value.sizes());
   const int64_t m = key.size(0), kv_heads = key.size(1), d = key.size(2);
-  check_index_vec(op, "slot_mapping", slot_mapping, m, key, "key");
+  const at::Tensor slot = check_index_vec(op, "slot_mapping", slot_mapping, m, key, "key");
   const bool fp8 = check_caches(op, key_cache, value_cache, kv_heads, d, key, "key", k_scale, v_scale);
-  check_disjoint(op, "key_cache", key_cache, "key", key);
-  check_disjoint(op, "key_cache", key_cache, "value", value);
-  check_disjoint(op, "value_cache", value_cache, "key", key);
-  check_disjoint(op, "value_cache", value_cache, "value", value);
+  for (const auto& [arg, c] : {std::make_pair("key_cache", &key_cache), std::make_pair("value_cache", &value_cache)}) {
+    check_disjoint_from(op, arg, *c,
+                        {{"key", &key}, {"value", &value}, {"slot_mapping", &slot_mapping},
+                         {"k_scale", &k_scale}, {"v_scale", &v_scale}});
+  }
   const int64_t slots = key_cache.size(0) * key_cache.size(1);
-  check_index_values_cpu(op, "slot_mapping", slot_mapping, -(int64_t{1} << 62), slots);
+  check_index_values_cpu(op, "slot_mapping", slot, -(int64_t{1} << 62), slots);
   const at::Tensor k2 = heads_view(key), v2 = heads_view(value);
   KvCacheParams p;
   p.key = k2.data_ptr();
@@ -202,7 +207,7 @@ void reshape_and_cache_flash(const at::Tensor& key, const at::Tensor& value, at:
   p.kv_heads = kv_heads;
   p.d = d;
   p.act = to_dtype(key.scalar_type());
-  fill_cache_params(p, key_cache, value_cache, slot_mapping, k_scale, v_scale, fp8);
+  fill_cache_params(p, key_cache, value_cache, slot, k_scale, v_scale, fp8);
   if (m == 0 || kv_heads == 0 || d == 0 || slots == 0) return;
   MXF_DISPATCH(key, kernels::launch_kv_cache_write(p, stream), cpu::kv_cache_write(p));
 }
@@ -232,32 +237,28 @@ std::tuple<at::Tensor, at::Tensor> attention_front(
             x.sizes(), "), got ", residual.scalar_type(), ", ", residual.sizes());
   at::Tensor r2 = inplace_rows_view(op, "residual", residual, hidden);
   at::assert_no_internal_overlap(residual);
-  check_disjoint(op, "residual", residual, "x", x);
   check_no_grad(op, "residual", residual);
   check_weight_vec(op, "input_norm_weight", input_norm_weight, hidden, x);
   check_same_device(op, "packed", packed, x, "x");
   const auto [n, k] = check_packed(op, packed, scales);
-  MXF_CHECK(k == hidden, op, ": the packed qkv weight must have K = hidden size of 'x' (", hidden,
-            "), got K = ", k, " (packed of shape ", packed.sizes(), ")");
+  MXF_CHECK(k == hidden, op, ": argument 'packed' (the qkv weight) must have K = hidden size of 'x' (",
+            hidden, "), got K = ", k, " (packed of shape ", packed.sizes(), ")");
   MXF_CHECK(num_q_heads >= 1 && num_kv_heads >= 1, op,
             ": arguments 'num_q_heads' and 'num_kv_heads' must be >= 1, got ", num_q_heads, " and ",
             num_kv_heads);
   MXF_CHECK(head_dim >= 16 && head_dim % 16 == 0, op,
             ": argument 'head_dim' must be a positive multiple of 16, got ", head_dim);
   const int64_t want_n = num_q_heads * head_dim * (output_gate ? 2 : 1) + 2 * num_kv_heads * head_dim;
-  MXF_CHECK(n == want_n, op, ": the packed qkv weight must have N = num_q_heads * head_dim * ",
-            output_gate ? 2 : 1, " + 2 * num_kv_heads * head_dim = ", want_n, ", got N = ", n,
-            " (packed of shape ", packed.sizes(), ")");
+  MXF_CHECK(n == want_n, op, ": argument 'packed' (the qkv weight) must have N = num_q_heads * head_dim * ",
+            output_gate ? 2 : 1, " + 2 * num_kv_heads * head_dim = ", want_n, " (num_q_heads = ", num_q_heads,
+            ", num_kv_heads = ", num_kv_heads, ", head_dim = ", head_dim, ", output_gate = ",
+            output_gate ? "True" : "False", "), got N = ", n, " (packed of shape ", packed.sizes(), ")");
   check_weight_vec(op, "q_norm_weight", q_norm_weight, head_dim, x);
   check_weight_vec(op, "k_norm_weight", k_norm_weight, head_dim, x);
-  const at::Tensor cs = check_rope_args(op, cos_sin_cache, rotary_dim, head_dim, x, "x");
-  check_index_vec(op, "positions", positions, m, x, "x");
-  check_index_vec(op, "slot_mapping", slot_mapping, m, x, "x");
+  const at::Tensor cs = check_rope_args(op, cos_sin_cache, rotary_dim, head_dim, "argument 'head_dim'", x, "x");
+  const at::Tensor pos = check_index_vec(op, "positions", positions, m, x, "x");
+  const at::Tensor slot = check_index_vec(op, "slot_mapping", slot_mapping, m, x, "x");
   const bool fp8 = check_caches(op, key_cache, value_cache, num_kv_heads, head_dim, x, "x", k_scale, v_scale);
-  for (const auto& [arg, c] : {std::make_pair("key_cache", &key_cache), std::make_pair("value_cache", &value_cache)}) {
-    check_disjoint(op, arg, *c, "x", x);
-    check_disjoint(op, arg, *c, "residual", residual);
-  }
   MXF_CHECK(std::isfinite(eps) && eps >= 0.0, op, ": argument 'eps' must be finite and >= 0, got ", eps);
   MXF_CHECK(std::isfinite(weight_offset), op, ": argument 'weight_offset' must be finite, got ",
             weight_offset);
@@ -268,15 +269,20 @@ std::tuple<at::Tensor, at::Tensor> attention_front(
             ": argument 'workspace' must be a contiguous 1-D int32 tensor of at least ", need,
             " zeroed elements for ", m, " tokens (mxfuse.attention_front_workspace), got shape ",
             workspace.sizes());
-  check_workspace(op, workspace, need,
-                  {{"x", &x}, {"residual", &residual}, {"input_norm_weight", &input_norm_weight},
-                   {"packed", &packed}, {"scales", &scales}, {"q_norm_weight", &q_norm_weight},
-                   {"k_norm_weight", &k_norm_weight}, {"cos_sin_cache", &cos_sin_cache},
-                   {"positions", &positions}, {"slot_mapping", &slot_mapping}, {"key_cache", &key_cache},
-                   {"value_cache", &value_cache}, {"k_scale", &k_scale}, {"v_scale", &v_scale}});
+  // Every tensor the op writes (the residual, the caches, the workspace's counters) must share no
+  // byte with any other argument.
+  const NamedTensors args = {{"x", &x}, {"residual", &residual}, {"input_norm_weight", &input_norm_weight},
+                             {"packed", &packed}, {"scales", &scales}, {"q_norm_weight", &q_norm_weight},
+                             {"k_norm_weight", &k_norm_weight}, {"cos_sin_cache", &cos_sin_cache},
+                             {"positions", &positions}, {"slot_mapping", &slot_mapping}, {"key_cache", &key_cache},
+                             {"value_cache", &value_cache}, {"k_scale", &k_scale}, {"v_scale", &v_scale}};
+  check_disjoint_from(op, "residual", residual, args);
+  check_disjoint_from(op, "key_cache", key_cache, args);
+  check_disjoint_from(op, "value_cache", value_cache, args);
+  check_workspace(op, workspace, need, args);
   const int64_t slots = key_cache.size(0) * key_cache.size(1);
-  check_index_values_cpu(op, "positions", positions, 0, cs.size(0));
-  check_index_values_cpu(op, "slot_mapping", slot_mapping, -(int64_t{1} << 62), slots);
+  check_index_values_cpu(op, "positions", pos, 0, cs.size(0));
+  check_index_values_cpu(op, "slot_mapping", slot, -(int64_t{1} << 62), slots);
 
   const auto act = x.options();
   at::Tensor q = at::empty({m, num_q_heads, head_dim}, act);
@@ -310,12 +316,12 @@ std::tuple<at::Tensor, at::Tensor> attention_front(
   p.k_wdtype = to_dtype(w_k.scalar_type());
   p.q = q.data_ptr();
   p.gate = gate.data_ptr();
-  p.rope.positions = positions.data_ptr<int64_t>();
+  p.rope.positions = pos.data_ptr<int64_t>();
   p.rope.cos_sin = cs.data_ptr();
   p.rope.cs_dtype = to_dtype(cs.scalar_type());
   p.rope.rotary_dim = rotary_dim;
   p.rope.max_pos = cs.size(0);
-  fill_cache_params(p.cache, key_cache, value_cache, slot_mapping, k_scale, v_scale, fp8);
+  fill_cache_params(p.cache, key_cache, value_cache, slot, k_scale, v_scale, fp8);
   p.counters = workspace.data_ptr<int>();
   p.q_heads = num_q_heads;
   p.kv_heads = num_kv_heads;

@@ -148,4 +148,15 @@ inline void check_disjoint(const char* op, const char* out_arg, const at::Tensor
               in_arg, "' must not share memory");
 }
 
+// A tensor the op writes must share no byte with any other argument: an input it overlaps would
+// be read after (or while) it is written, and the result would depend on the order of the writes.
+using NamedTensors = std::initializer_list<std::pair<const char*, const at::Tensor*>>;
+
+inline void check_disjoint_from(const char* op, const char* out_arg, const at::Tensor& out,
+                                NamedTensors args) {
+  for (const auto& [arg, t] : args) {
+    if (t != &out) check_disjoint(op, out_arg, out, arg, *t);
+  }
+}
+
 }  // namespace mxf::ops

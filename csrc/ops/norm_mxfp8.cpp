@@ -90,7 +90,7 @@ void gemma_norm_impl(const char* op, const at::Tensor& x, const std::optional<at
                 x.sizes(), "), got ", r.sizes());
     r2 = inplace_rows_view(op, "residual", r, n);
     at::assert_no_internal_overlap(r);
-    check_disjoint(op, "residual", r, "x", x);
+    check_disjoint_from(op, "residual", r, {{"x", &x}, {"weight", &weight}});
     check_no_grad(op, "residual", r);
   }
 

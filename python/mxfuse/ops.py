@@ -42,6 +42,13 @@ def _same_device(t: Tensor | None, name: str, ref: Tensor, ref_name: str) -> Non
                      lambda: f"argument '{name}' must be on the device of '{ref_name}' ({ref.device}), got {t.device}")
 
 
+def _same_devices(ref_name: str, ref: Tensor, **others: Tensor | None) -> None:
+    """Every tensor argument on ``ref``'s device, as the real ops check (a fake that let one slip
+    would hand torch.compile a graph that fails only when it runs)."""
+    for name, t in others.items():
+        _same_device(t, name, ref, ref_name)
+
+
 def _check_mx_cols(x: Tensor, name: str) -> None:
     torch._check(x.shape[-1] % MX_BLOCK == 0,
                  lambda: f"the last dimension of '{name}' must be a multiple of 32, got {x.shape[-1]}")
@@ -135,9 +142,8 @@ def _rotary_embedding_neox_fake(x, positions, cos_sin_cache, rotary_dim):
 
 @torch.library.register_fake("mxfuse::reshape_and_cache_flash")
 def _reshape_and_cache_flash_fake(key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale):
-    for t, name in ((value, "value"), (key_cache, "key_cache"), (value_cache, "value_cache"),
-                    (slot_mapping, "slot_mapping")):
-        _same_device(t, name, key, "key")
+    _same_devices("key", key, value=value, key_cache=key_cache, value_cache=value_cache,
+                  slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale)
     return None
 
 
@@ -146,9 +152,11 @@ def _attention_front_fake(x, residual, input_norm_weight, packed, scales, q_norm
                           cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
                           v_scale, workspace, *, num_q_heads, num_kv_heads, head_dim, rotary_dim,
                           output_gate, eps=1e-6, weight_offset=1.0):
-    for t, name in ((residual, "residual"), (packed, "packed"), (key_cache, "key_cache"),
-                    (value_cache, "value_cache"), (workspace, "workspace")):
-        _same_device(t, name, x, "x")
+    _same_devices("x", x, residual=residual, input_norm_weight=input_norm_weight, packed=packed,
+                  scales=scales, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight,
+                  cos_sin_cache=cos_sin_cache, positions=positions, slot_mapping=slot_mapping,
+                  key_cache=key_cache, value_cache=value_cache, k_scale=k_scale, v_scale=v_scale,
+                  workspace=workspace)
     m = x.shape[0]
     return (x.new_empty((m, num_q_heads, head_dim)),
             x.new_empty((m, num_q_heads, head_dim if output_gate else 0)))
