@@ -9,8 +9,10 @@ The changes, per tensor argument (the table below lists what each op accepts):
   the op takes that shape with the other arguments unchanged (then it is a valid call, left to the
   other tests);
 - the same values in a strided view, in a column-major copy, and one element past an aligned
-  address (accepted with the same bits, or refused by name);
-- an in-place tensor that requires grad, or that shares memory with another argument;
+  address, and a stride-0 view of one row or element (an input: accepted with the bits of a dense
+  copy, or refused by name; a written tensor: refused);
+- a written tensor whose rows overlap, that requires grad, or that shares memory with another
+  argument;
 - on the GPU, the argument on the CPU; on the CPU, the argument on the meta device (the fake
   implementation, what torch.compile traces, must then name it).
 And per scalar argument, the values its contract excludes (a negative or non-finite eps, an
@@ -344,6 +346,17 @@ def changes(case: Case, device: str):
         if t.numel() > 0:
             out.append((f"{name}:offset", "layout", name,
                         lambda args, kw, n=name: _set(args, n, _same_values(args[n].value, args[n].value.shape, offset=True)), names))
+        # Stride 0: the first row (or element) repeated. A written tensor must refuse it; an input
+        # may take it (compared with a dense copy). Not for slot_mapping: tokens sharing a slot
+        # are the caller's error, and the GPU's write order between them is not defined.
+        if name != "slot_mapping":
+            for d in range(t.dim()):
+                if t.shape[d] > 1:
+                    out.append((f"{name}:broadcast_dim{d}", "refuse" if a.inplace else "layout", name,
+                                lambda args, kw, n=name, d=d: _set(args, n, _broadcast(args[n].value, d)), names))
+        if a.inplace and t.dim() == 2 and t.shape[0] > 1 and t.shape[1] > 1:  # rows that overlap
+            out.append((f"{name}:rows_overlap", "refuse", name,
+                        lambda args, kw, n=name: _set(args, n, _overlapping_rows(args[n].value)), names))
         if a.inplace and t.is_floating_point():
             out.append((f"{name}:requires_grad", "refuse", name,
                         lambda args, kw, n=name: _set(args, n, args[n].value.clone().requires_grad_(True)), names))
@@ -362,6 +375,16 @@ def changes(case: Case, device: str):
                     lambda args, kw, n=sname, v=value: (kw.__setitem__(n, v) if n in kw else args.__setitem__(n, v)),
                     names))
     return out
+
+
+def _overlapping_rows(t: torch.Tensor) -> torch.Tensor:
+    rows, n = t.shape
+    buf = torch.zeros(rows * n, dtype=t.dtype, device=t.device)
+    return buf.as_strided((rows, n), (n // 2, 1))
+
+
+def _broadcast(t: torch.Tensor, dim: int) -> torch.Tensor:
+    return t.narrow(dim, 0, 1).expand(t.shape)
 
 
 def _set(args, name, value):
@@ -412,12 +435,14 @@ def test_one_argument_changed(op, device, cid, kind):
     assert len(found) == 1, f"change {cid} not found for {op}"
     _, kind, name, apply, names = found[0]
 
-    want_args = _fresh(case)
-    want = _flat_outputs(case.call(want_args, dict(case.kwargs)))
-    want_inplace = {n: want_args[n].value for n in want_args if isinstance(want_args[n], Arg) and want_args[n].inplace}
-
     args, kwargs = _fresh(case), dict(case.kwargs)
     apply(args, kwargs)
+    if kind == "layout":  # the answer it must give if it takes the call: that of a dense copy
+        want_args = {n: (dataclasses.replace(a, value=a.value.contiguous().clone())
+                         if isinstance(a, Arg) and a.value is not None and (a.inplace or n == name) else a)
+                     for n, a in args.items()}
+        want = _flat_outputs(case.call(want_args, dict(kwargs)))
+        want_inplace = {n: a.value for n, a in want_args.items() if isinstance(a, Arg) and a.inplace}
     inplace = {n: a.value for n, a in args.items() if isinstance(a, Arg) and a.inplace and not a.value.is_meta}
     before = {n: _bits(t) for n, t in inplace.items()}
     try:

@@ -1,7 +1,6 @@
 // Torch boundary of the attention front (SPEC §6) and its unfused building blocks (RoPE, the
 // KV-cache write): checks -> device guard -> current stream -> launch.
 #include <ATen/ATen.h>
-#include <ATen/MemoryOverlap.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -236,7 +235,6 @@ std::tuple<at::Tensor, at::Tensor> attention_front(
             ": argument 'residual' must have the dtype and shape of 'x' (", x.scalar_type(), ", ",
             x.sizes(), "), got ", residual.scalar_type(), ", ", residual.sizes());
   at::Tensor r2 = inplace_rows_view(op, "residual", residual, hidden);
-  at::assert_no_internal_overlap(residual);
   check_no_grad(op, "residual", residual);
   check_weight_vec(op, "input_norm_weight", input_norm_weight, hidden, x);
   check_same_device(op, "packed", packed, x, "x");

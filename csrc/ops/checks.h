@@ -114,7 +114,8 @@ inline at::Tensor rows_view(const at::Tensor& t, int64_t n) {
   return v.stride(1) == 1 || v.size(0) == 0 ? v : v.contiguous();
 }
 
-// The same for a tensor the op writes in place: a view or an error, never a copy.
+// The same for a tensor the op writes in place: a view or an error, never a copy. Its rows must
+// not overlap (a stride-0 or as_strided view would have two elements written as one).
 inline at::Tensor inplace_rows_view(const char* op, const char* arg, const at::Tensor& t,
                                     int64_t n) {
   const bool ok = (t.dim() == 2 && (t.stride(1) == 1 || t.size(1) <= 1)) || t.is_contiguous();
@@ -122,6 +123,10 @@ inline at::Tensor inplace_rows_view(const char* op, const char* arg, const at::T
               "' is written in place and must be contiguous (or 2-D with a contiguous last "
               "dimension), got shape ",
               t.sizes(), " and strides ", t.strides());
+  const bool rows_apart = t.dim() != 2 || t.size(0) <= 1 || t.size(1) == 0 || t.stride(0) >= t.size(1);
+  MXF_CHECK(rows_apart, op, ": argument '", arg,
+            "' is written in place and its rows must not overlap (row stride >= row length), got "
+            "shape ", t.sizes(), " and strides ", t.strides());
   return t.dim() == 2 ? t : t.view({-1, n});
 }
 

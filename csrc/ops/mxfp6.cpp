@@ -1,6 +1,5 @@
 // Torch boundary of the MXFP6 family: checks -> device guard -> current stream -> launch.
 #include <ATen/ATen.h>
-#include <ATen/MemoryOverlap.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -183,7 +182,6 @@ void mxfp6_round_(at::Tensor& w, c10::string_view scale_rule) {
   const ScaleRule rule = parse_scale_rule(op, scale_rule);
   const int64_t k = w.size(1);
   at::Tensor w2 = inplace_rows_view(op, "w", w, k);
-  at::assert_no_internal_overlap(w);
   check_no_grad(op, "w", w);
   check_finite_weight(op, w);
   Fp6PackParams p;
