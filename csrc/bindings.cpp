@@ -47,4 +47,7 @@ TORCH_LIBRARY(mxfuse, m) {
   // A decode step's full-attention front in one launch (SPEC §6): residual add + input norm, MXFP6
   // qkv projection, q/k norms, RoPE, gate split, KV-cache write. Returns (q, gate).
   m.def("attention_front(Tensor x, Tensor(a!) residual, Tensor input_norm_weight, Tensor packed, Tensor scales, Tensor q_norm_weight, Tensor k_norm_weight, Tensor cos_sin_cache, Tensor positions, Tensor slot_mapping, Tensor(b!) key_cache, Tensor(c!) value_cache, Tensor k_scale, Tensor v_scale, Tensor(d!) workspace, *, int num_q_heads, int num_kv_heads, int head_dim, int rotary_dim, bool output_gate, float eps=1e-06, float weight_offset=1.0) -> (Tensor, Tensor)");
+  // attention_front's checks alone (no workspace), for the unfused composition to run before its
+  // first op writes: an error names attention_front's arguments and nothing has been written.
+  m.def("attention_front_check(Tensor x, Tensor residual, Tensor input_norm_weight, Tensor packed, Tensor scales, Tensor q_norm_weight, Tensor k_norm_weight, Tensor cos_sin_cache, Tensor positions, Tensor slot_mapping, Tensor key_cache, Tensor value_cache, Tensor k_scale, Tensor v_scale, *, int num_q_heads, int num_kv_heads, int head_dim, int rotary_dim, bool output_gate, float eps=1e-06, float weight_offset=1.0) -> ()");
 }

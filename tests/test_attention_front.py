@@ -325,6 +325,7 @@ def test_opcheck(device, cache_dtype):
     k = torch.randn(3, 1, 64, dtype=torch.bfloat16, device=device)
     torch.library.opcheck(OPS.reshape_and_cache_flash.default, (k, k, kc, vc, f.slot_mapping, f.k_scale, f.v_scale),
                           test_utils=utils)
+    torch.library.opcheck(OPS.attention_front_check.default, f.args(r, kc, vc), f.kw, test_utils=utils)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -344,6 +345,30 @@ def test_compile_fullgraph(device):
     assert_bitwise_equal(got[1], want[1], "gate (compiled)")
     assert_bitwise_equal(r1, r2, "residual (compiled)")
     assert_bitwise_equal(kc1.view(torch.uint8), kc2.view(torch.uint8), "key cache (compiled)")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_unfused_refuses_before_it_writes(device, compiled):
+    """The unfused composition (the GPU default above 8 tokens or hidden 2048) runs attention_front's
+    checks before its first op: a cos_sin_cache of the wrong width, which only the RoPE op would
+    otherwise see (after the residual add), is refused by attention_front's name with the residual
+    and the caches untouched, eagerly and in a compiled graph (the check is not dropped as dead
+    code)."""
+    f = Front(SMALL[0], 3, torch.bfloat16, device)
+
+    def step(*a):
+        return mxfuse.attention_front(*a, **f.kw, fused=False)
+
+    fn = torch.compile(step, fullgraph=True, backend="aot_eager" if device == "cpu" else "inductor") if compiled else step
+    r, kc, vc = f.fresh()
+    before = [t.clone() for t in (r, kc, vc)]
+    args = list(f.args(r, kc, vc))
+    args[7] = args[7][:, :16].contiguous()
+    with pytest.raises(RuntimeError, match="mxfuse.attention_front: argument 'cos_sin_cache' must have shape"):
+        fn(*args)
+    for name, t, b in zip(("residual", "key_cache", "value_cache"), (r, kc, vc), before):
+        assert_bitwise_equal(t.view(torch.uint8), b.view(torch.uint8), f"{name} after a refused unfused call")
 
 
 # --- GPU -------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import dataclasses
 import math
 from typing import Callable
 
+import mxfuse
 import pytest
 import torch
 from conftest import DEVICES, OPS, generator, int_view
@@ -53,10 +54,12 @@ class Case:
     # free(name, shape) -> True when the op takes that shape for `name` with the others unchanged
     free: Callable[[str, tuple], bool] = lambda name, shape: False
     bad_scalars: tuple = ()  # (name, value, names an error may give)
+    fn: Callable | None = None  # a Python function to call instead of torch.ops.mxfuse.<op>
+    op_name: str = ""  # the op its errors name, if not `op`
 
     def call(self, args: dict, kwargs: dict):
         vals = [a.value if isinstance(a, Arg) else a for a in args.values()]
-        return getattr(OPS, self.op)(*vals, **kwargs)
+        return (self.fn or getattr(OPS, self.op))(*vals, **kwargs)
 
     def tensors(self):
         return [n for n, a in self.args.items() if isinstance(a, Arg) and a.value is not None]
@@ -250,6 +253,15 @@ def _front_case(device, g):
     return Case("attention_front", args, kwargs, free=free, bad_scalars=bad)
 
 
+def _front_unfused_case(device, g):
+    """The unfused composition (what attention_front runs on a GPU above 8 tokens or hidden 2048):
+    it must refuse what the fused op refuses, by the same names, before its first op writes."""
+    c = _front_case(device, g)
+    del c.args["workspace"]
+    return dataclasses.replace(c, op="attention_front_unfused", fn=mxfuse.attention_front_unfused,
+                               op_name="attention_front")
+
+
 BUILDERS = {
     "gemma_rmsnorm": lambda d, g: _norm_case("gemma_rmsnorm", d, g),
     "gemma_fused_add_rmsnorm": lambda d, g: _norm_case("gemma_fused_add_rmsnorm", d, g),
@@ -265,6 +277,7 @@ BUILDERS = {
     "rotary_embedding_neox": _rope_case,
     "reshape_and_cache_flash": _cache_case,
     "attention_front": _front_case,
+    "attention_front_unfused": _front_unfused_case,
 }
 
 
@@ -452,7 +465,7 @@ def test_one_argument_changed(op, device, cid, kind):
         assert any(f"'{n}'" in text for n in names), (
             f"{op}, {cid}: the error names none of {names}: {text[:400]}")
         if not cid.endswith("=meta"):  # the fakes' errors (torch.compile's) carry no op name
-            assert f"mxfuse.{op}" in text, f"{op}, {cid}: the error does not name the op: {text[:400]}"
+            assert f"mxfuse.{case.op_name or op}" in text, f"{op}, {cid}: the error does not name the op: {text[:400]}"
         for n, t in inplace.items():
             assert torch.equal(_bits(t), before[n]), f"{op}, {cid}: in-place '{n}' changed by a refused call"
         if device == "cuda":

@@ -217,15 +217,27 @@ int64_t attention_front_workspace_size(int64_t m, int64_t n, int64_t d) {
   return (m + 7) / 8 * (n / d + 1);
 }
 
-std::tuple<at::Tensor, at::Tensor> attention_front(
-    const at::Tensor& x, at::Tensor& residual, const at::Tensor& input_norm_weight,
-    const at::Tensor& packed, const at::Tensor& scales, const at::Tensor& q_norm_weight,
-    const at::Tensor& k_norm_weight, const at::Tensor& cos_sin_cache, const at::Tensor& positions,
-    const at::Tensor& slot_mapping, at::Tensor& key_cache, at::Tensor& value_cache,
-    const at::Tensor& k_scale, const at::Tensor& v_scale, at::Tensor& workspace,
-    int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t rotary_dim,
-    bool output_gate, double eps, double weight_offset) {
-  const char* op = "mxfuse.attention_front";
+namespace {
+
+// What the checks of attention_front establish, for its launch.
+struct FrontArgs {
+  int64_t m, hidden, n, k;
+  at::Tensor r2, cs, pos, slot;  // residual rows, cos/sin cache, positions and slots, contiguous
+  bool fp8;
+};
+
+// Every check of attention_front but the workspace's, named as the op's arguments (the unfused
+// composition runs them first too, through attention_front_check, so that it refuses a call before
+// its first op writes the residual).
+FrontArgs check_front_args(
+    const char* op, const at::Tensor& x, const at::Tensor& residual,
+    const at::Tensor& input_norm_weight, const at::Tensor& packed, const at::Tensor& scales,
+    const at::Tensor& q_norm_weight, const at::Tensor& k_norm_weight,
+    const at::Tensor& cos_sin_cache, const at::Tensor& positions, const at::Tensor& slot_mapping,
+    const at::Tensor& key_cache, const at::Tensor& value_cache, const at::Tensor& k_scale,
+    const at::Tensor& v_scale, int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim,
+    int64_t rotary_dim, bool output_gate, double eps, double weight_offset,
+    const at::Tensor* workspace) {
   check_supported_device(op, "x", x);
   check_dtype(op, "x", x, {at::kBFloat16, at::kHalf});
   check_dim(op, "x", x, 2);
@@ -253,20 +265,22 @@ std::tuple<at::Tensor, at::Tensor> attention_front(
             output_gate ? "True" : "False", "), got N = ", n, " (packed of shape ", packed.sizes(), ")");
   check_weight_vec(op, "q_norm_weight", q_norm_weight, head_dim, x);
   check_weight_vec(op, "k_norm_weight", k_norm_weight, head_dim, x);
-  const at::Tensor cs = check_rope_args(op, cos_sin_cache, rotary_dim, head_dim, "argument 'head_dim'", x, "x");
-  const at::Tensor pos = check_index_vec(op, "positions", positions, m, x, "x");
-  const at::Tensor slot = check_index_vec(op, "slot_mapping", slot_mapping, m, x, "x");
+  at::Tensor cs = check_rope_args(op, cos_sin_cache, rotary_dim, head_dim, "argument 'head_dim'", x, "x");
+  at::Tensor pos = check_index_vec(op, "positions", positions, m, x, "x");
+  at::Tensor slot = check_index_vec(op, "slot_mapping", slot_mapping, m, x, "x");
   const bool fp8 = check_caches(op, key_cache, value_cache, num_kv_heads, head_dim, x, "x", k_scale, v_scale);
   MXF_CHECK(std::isfinite(eps) && eps >= 0.0, op, ": argument 'eps' must be finite and >= 0, got ", eps);
   MXF_CHECK(std::isfinite(weight_offset), op, ": argument 'weight_offset' must be finite, got ",
             weight_offset);
-  check_same_device(op, "workspace", workspace, x, "x");
-  check_dtype(op, "workspace", workspace, {at::kInt});
-  const int64_t need = attention_front_workspace_size(m, n, head_dim);
-  MXF_CHECK(workspace.dim() == 1 && workspace.is_contiguous() && workspace.numel() >= need, op,
-            ": argument 'workspace' must be a contiguous 1-D int32 tensor of at least ", need,
-            " zeroed elements for ", m, " tokens (mxfuse.attention_front_workspace), got shape ",
-            workspace.sizes());
+  if (workspace != nullptr) {
+    check_same_device(op, "workspace", *workspace, x, "x");
+    check_dtype(op, "workspace", *workspace, {at::kInt});
+    const int64_t need = attention_front_workspace_size(m, n, head_dim);
+    MXF_CHECK(workspace->dim() == 1 && workspace->is_contiguous() && workspace->numel() >= need, op,
+              ": argument 'workspace' must be a contiguous 1-D int32 tensor of at least ", need,
+              " zeroed elements for ", m, " tokens (mxfuse.attention_front_workspace), got shape ",
+              workspace->sizes());
+  }
   // Every tensor the op writes (the residual, the caches, the workspace's counters) must share no
   // byte with any other argument.
   const NamedTensors args = {{"x", &x}, {"residual", &residual}, {"input_norm_weight", &input_norm_weight},
@@ -277,10 +291,43 @@ std::tuple<at::Tensor, at::Tensor> attention_front(
   check_disjoint_from(op, "residual", residual, args);
   check_disjoint_from(op, "key_cache", key_cache, args);
   check_disjoint_from(op, "value_cache", value_cache, args);
-  check_workspace(op, workspace, need, args);
+  if (workspace != nullptr) check_workspace(op, *workspace, attention_front_workspace_size(m, n, head_dim), args);
   const int64_t slots = key_cache.size(0) * key_cache.size(1);
   check_index_values_cpu(op, "positions", pos, 0, cs.size(0));
   check_index_values_cpu(op, "slot_mapping", slot, -(int64_t{1} << 62), slots);
+  return {m, hidden, n, k, std::move(r2), std::move(cs), std::move(pos), std::move(slot), fp8};
+}
+
+}  // namespace
+
+void attention_front_check(
+    const at::Tensor& x, const at::Tensor& residual, const at::Tensor& input_norm_weight,
+    const at::Tensor& packed, const at::Tensor& scales, const at::Tensor& q_norm_weight,
+    const at::Tensor& k_norm_weight, const at::Tensor& cos_sin_cache, const at::Tensor& positions,
+    const at::Tensor& slot_mapping, const at::Tensor& key_cache, const at::Tensor& value_cache,
+    const at::Tensor& k_scale, const at::Tensor& v_scale, int64_t num_q_heads, int64_t num_kv_heads,
+    int64_t head_dim, int64_t rotary_dim, bool output_gate, double eps, double weight_offset) {
+  check_front_args("mxfuse.attention_front", x, residual, input_norm_weight, packed, scales,
+                   q_norm_weight, k_norm_weight, cos_sin_cache, positions, slot_mapping, key_cache,
+                   value_cache, k_scale, v_scale, num_q_heads, num_kv_heads, head_dim, rotary_dim,
+                   output_gate, eps, weight_offset, nullptr);
+}
+
+std::tuple<at::Tensor, at::Tensor> attention_front(
+    const at::Tensor& x, at::Tensor& residual, const at::Tensor& input_norm_weight,
+    const at::Tensor& packed, const at::Tensor& scales, const at::Tensor& q_norm_weight,
+    const at::Tensor& k_norm_weight, const at::Tensor& cos_sin_cache, const at::Tensor& positions,
+    const at::Tensor& slot_mapping, at::Tensor& key_cache, at::Tensor& value_cache,
+    const at::Tensor& k_scale, const at::Tensor& v_scale, at::Tensor& workspace,
+    int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t rotary_dim,
+    bool output_gate, double eps, double weight_offset) {
+  const FrontArgs fa = check_front_args(
+      "mxfuse.attention_front", x, residual, input_norm_weight, packed, scales, q_norm_weight,
+      k_norm_weight, cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale, v_scale,
+      num_q_heads, num_kv_heads, head_dim, rotary_dim, output_gate, eps, weight_offset, &workspace);
+  const int64_t m = fa.m, hidden = fa.hidden, n = fa.n, k = fa.k;
+  const at::Tensor &r2 = fa.r2, &cs = fa.cs, &pos = fa.pos, &slot = fa.slot;
+  const bool fp8 = fa.fp8;
 
   const auto act = x.options();
   at::Tensor q = at::empty({m, num_q_heads, head_dim}, act);
@@ -345,6 +392,7 @@ TORCH_LIBRARY_IMPL(mxfuse, CPU, m) {
   m.impl("rotary_embedding_neox", &rotary_embedding_neox);
   m.impl("reshape_and_cache_flash", &reshape_and_cache_flash);
   m.impl("attention_front", &attention_front);
+  m.impl("attention_front_check", &attention_front_check);
 }
 
 #ifdef MXF_WITH_GPU
@@ -352,6 +400,7 @@ TORCH_LIBRARY_IMPL(mxfuse, CUDA, m) {
   m.impl("rotary_embedding_neox", &rotary_embedding_neox);
   m.impl("reshape_and_cache_flash", &reshape_and_cache_flash);
   m.impl("attention_front", &attention_front);
+  m.impl("attention_front_check", &attention_front_check);
 }
 #endif
 

@@ -162,6 +162,23 @@ def _attention_front_fake(x, residual, input_norm_weight, packed, scales, q_norm
             x.new_empty((m, num_q_heads, head_dim if output_gate else 0)))
 
 
+@torch.library.register_fake("mxfuse::attention_front_check")
+def _attention_front_check_fake(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
+                                cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
+                                v_scale, *, num_q_heads, num_kv_heads, head_dim, rotary_dim, output_gate,
+                                eps=1e-6, weight_offset=1.0):
+    _same_devices("x", x, residual=residual, input_norm_weight=input_norm_weight, packed=packed,
+                  scales=scales, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight,
+                  cos_sin_cache=cos_sin_cache, positions=positions, slot_mapping=slot_mapping,
+                  key_cache=key_cache, value_cache=value_cache, k_scale=k_scale, v_scale=v_scale)
+    return None
+
+
+# A check returns nothing that is used: keep it in traced graphs (FX and Inductor would otherwise
+# drop it as dead code, and a compiled unfused front would write the residual before refusing).
+torch.fx.node.has_side_effect(_ops.attention_front_check.default)
+
+
 # --- typed wrappers -----------------------------------------------------------------------------
 
 def gemma_rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6,
@@ -394,7 +411,16 @@ def attention_front_unfused(x: Tensor, residual: Tensor, input_norm_weight: Tens
                             output_gate: bool = True, eps: float = 1e-6,
                             weight_offset: float = 1.0) -> tuple[Tensor, Tensor]:
     """``attention_front`` as the library's unfused ops, one after another (the path an engine keeps
-    for configurations the fused op does not take, and what the fused op is tested against)."""
+    for configurations the fused op does not take, and what the fused op is tested against). The
+    fused op's checks run first (``attention_front_check``), so a refused call writes nothing and
+    its error names ``attention_front``'s arguments."""
+    # attention_front's own checks first: a call they refuse writes nothing and names its arguments
+    # as attention_front does (each op below would check again, but only after the residual add).
+    _ops.attention_front_check(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
+                               cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
+                               v_scale, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+                               rotary_dim=rotary_dim, output_gate=output_gate, eps=eps,
+                               weight_offset=weight_offset)
     m, d = x.shape[0], head_dim
     y = gemma_fused_add_rmsnorm(x, residual, input_norm_weight, eps, weight_offset)
     qkv = mxfp6_linear(y, packed, scales)
