@@ -345,3 +345,46 @@ def test_pdl_env_value_checked(value, want):
     # MXFUSE_PDL sets the initial mode; it is read while no set_pdl call has been made, so each
     # case runs in a fresh interpreter. A bad value is an error that names the variable.
     assert_env_setting("pdl_mode", "MXFUSE_PDL", value, want, "MXFUSE_PDL must be 0 (off), 1 (on) or 2")
+
+
+# --- autograd ------------------------------------------------------------------------------------
+
+def _grad_calls(device):
+    """(name, call returning a floating output, the input that requires grad)."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 128, generator=g).to(torch.bfloat16).to(device)
+    w = torch.randn(128, generator=g).to(torch.bfloat16).to(device)
+    packed, scales = OPS.mxfp6_pack(torch.randn(32, 128, generator=g).to(torch.bfloat16))
+    packed, scales = packed.to(device), scales.to(device)
+    pos = torch.tensor([0, 1, 2], device=device)
+    cs = torch.randn(4, 32, generator=g).to(device)
+    return [
+        ("gemma_rmsnorm", lambda t: OPS.gemma_rmsnorm(t, w), x),
+        ("gemma_rmsnorm_weight", lambda t: OPS.gemma_rmsnorm(x, t), w),
+        ("gemma_fused_add_rmsnorm", lambda t: OPS.gemma_fused_add_rmsnorm(t, x.clone(), w), x),
+        ("gemma_rmsnorm_mxfp8", lambda t: OPS.gemma_rmsnorm_mxfp8(t, w)[0].float(), x),
+        ("mxfp8_quantize", lambda t: OPS.mxfp8_quantize(t)[0].float(), x),
+        ("mxfp6_linear", lambda t: OPS.mxfp6_linear(t, packed, scales, None), x),
+        ("mxfp6_unpack_from_pack", lambda t: OPS.mxfp6_pack(t)[0].float(), torch.randn(32, 128, generator=g).to(torch.bfloat16).to(device)),
+        ("rotary_embedding_neox", lambda t: OPS.rotary_embedding_neox(t.view(3, 4, 32), pos, cs, 32), x),
+    ]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", range(8))
+def test_backward_through_an_op_is_an_error(device, case):
+    """The ops are inference-only: a forward call with an input that requires grad runs and gives
+    the bits of a call without grad, and a backward pass through its output is an error naming
+    the op (not, as PyTorch's default for an op without an autograd kernel, a warning with the
+    input's gradient left None)."""
+    name, fn, t = _grad_calls(device)[case]
+    want = fn(t)
+    leaf = t.clone().requires_grad_(True)
+    got = fn(leaf)
+    assert_bitwise_equal(got.detach(), want, f"{name}: forward with grad")
+    if not got.requires_grad:  # an integer output (the packed codes) carries no gradient at all
+        assert name == "mxfp6_unpack_from_pack"
+        return
+    with pytest.raises(RuntimeError, match=r"derivative for mxfuse::\w+ is not implemented"):
+        got.float().sum().backward()
+    assert leaf.grad is None
