@@ -266,6 +266,13 @@ def _front_unfused_case(device, g):
                                op_name="attention_front")
 
 
+def _front_wrapper_case(device, g):
+    """``mxfuse.attention_front`` with its defaults (the per-device workspace, the measured choice of
+    fused or unfused): the Python wrapper must not fail before the op can name the argument."""
+    c = _front_unfused_case(device, g)
+    return dataclasses.replace(c, op="attention_front_default", fn=mxfuse.attention_front)
+
+
 BUILDERS = {
     "gemma_rmsnorm": lambda d, g: _norm_case("gemma_rmsnorm", d, g),
     "gemma_fused_add_rmsnorm": lambda d, g: _norm_case("gemma_fused_add_rmsnorm", d, g),
@@ -282,6 +289,7 @@ BUILDERS = {
     "reshape_and_cache_flash": _cache_case,
     "attention_front": _front_case,
     "attention_front_unfused": _front_unfused_case,
+    "attention_front_default": _front_wrapper_case,
 }
 
 
