@@ -1,7 +1,8 @@
 """Systematic misuse of every op: one argument of a valid call is changed at a time, and the op must
 either refuse the call with an error that names that argument (or, for a shape, an argument it has
-to agree with) and leave every in-place tensor untouched, or, where the change is only one of
-memory layout, give bit for bit the answer of the unchanged call.
+to agree with) and says what was given (the dtype, the shape or size, the scalar value), and leave
+every in-place tensor untouched, or, where the change is only one of memory layout, give bit for
+bit the answer of a dense copy.
 
 The changes, per tensor argument (the table below lists what each op accepts):
 - every dtype the op does not accept for it;
@@ -27,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import re
 from typing import Callable
 
 import mxfuse
@@ -397,6 +399,7 @@ def changes(case: Case, device: str):
             out.append((f"{name}:device={other_dev}", "refuse", name,
                         lambda args, kw, n=name, dv=other_dev: _set(args, n, args[n].value.to(dv)), names))
     for sname, value, names in case.bad_scalars:
+        _SCALAR_GIVEN[f"{sname}={value!r}"] = value
         out.append((f"{sname}={value!r}", "refuse", sname,
                     lambda args, kw, n=sname, v=value: (kw.__setitem__(n, v) if n in kw else args.__setitem__(n, v)),
                     names))
@@ -411,6 +414,34 @@ def _overlapping_rows(t: torch.Tensor) -> torch.Tensor:
 
 def _broadcast(t: torch.Tensor, dim: int) -> torch.Tensor:
     return t.narrow(dim, 0, 1).expand(t.shape)
+
+
+# c10's names of the dtypes, as the errors print them
+C10_NAMES = {BF16: "BFloat16", FP16: "Half", FP32: "Float", torch.float64: "Double", E4M3: "Float8_e4m3fn",
+             U8: "Byte", torch.int8: "Char", torch.int32: "Int", torch.int64: "Long", torch.bool: "Bool"}
+
+
+_SCALAR_GIVEN: dict = {}  # id of a scalar change -> the value it gives
+
+
+def _given_value(cid: str, args: dict, name: str):
+    """Patterns of which one must be in the error of a dtype or shape change: the dtype given, or
+    the shape given (or the changed size alone); None for other changes."""
+    if ":" not in cid:  # a scalar: the value given, where the error is about that scalar
+        sname, value = name, _SCALAR_GIVEN[cid]
+        if isinstance(value, torch.dtype):
+            return [rf"\b{C10_NAMES[value]}\b"]
+        if isinstance(value, float):
+            return [re.escape("%g" % value)]
+        return [rf"(?<![\w.]){re.escape(str(value))}(?![\w.])"]
+    kind = cid.split(":", 1)[1]
+    if kind.startswith("dtype="):
+        return [rf"\b{C10_NAMES[args[name].value.dtype]}\b"]
+    if kind.startswith("shape="):
+        shape = list(args[name].value.shape)
+        pats = [re.escape(str(shape)), re.escape(str(tuple(shape)))]
+        return pats + [rf"(?<![\d.]){s}(?![\d.])" for s in shape]
+    return None
 
 
 def _set(args, name, value):
@@ -480,6 +511,10 @@ def test_one_argument_changed(op, device, cid, kind):
             return  # PyTorch's own refusal, before the op runs (the no_grad twin checks the op's)
         assert any(f"'{n}'" in text for n in names), (
             f"{op}, {cid}: the error names none of {names}: {text[:400]}")
+        got_value = _given_value(cid, args, name)
+        if got_value is not None and (":" in cid or f"'{name}'" in text):  # what was given, as the error must say it
+            assert any(re.search(v, text) for v in got_value), (
+                f"{op}, {cid}: the error does not say what was given ({got_value}): {text[:400]}")
         if not cid.endswith("=meta"):  # the fakes' errors (torch.compile's) carry no op name
             assert f"mxfuse.{case.op_name or op}" in text, f"{op}, {cid}: the error does not name the op: {text[:400]}"
         for n, t in inplace.items():
