@@ -169,6 +169,15 @@ def test_check_rejects_device_mismatch():
         dataclasses.replace(qa, scale=qa.scale.to("meta")).check(MXFP8_KEY)
 
 
+def test_check_rejects_scalar_data_and_odd_orig_dtype():
+    _, qa = make_qa()
+    scalar = dataclasses.replace(qa, data=qa.data.reshape(-1)[0], scale=qa.scale.reshape(-1)[0], orig_shape=())
+    with pytest.raises(ValueError, match="data must have at least 1 dimension"):
+        scalar.check(MXFP8_KEY)
+    with pytest.raises(ValueError, match="orig_dtype must be one of"):
+        dataclasses.replace(qa, orig_dtype=torch.int32).check(MXFP8_KEY)
+
+
 def test_check_rejects_orig_shape_mismatch():
     _, qa = make_qa()
     with pytest.raises(ValueError, match="orig_shape"):

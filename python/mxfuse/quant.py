@@ -18,6 +18,7 @@ from . import ops
 
 _ELEMENTS = {"e4m3": torch.float8_e4m3fn}
 _SCALE_RULES = ("ceil", "floor")
+_ORIG_DTYPES = (torch.bfloat16, torch.float16, torch.float32)  # what mxfp8_quantize takes
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,11 @@ class QuantizedActivation:
             raise ValueError(f"QuantizedActivation.data must be {expected.torch_dtype}, got {self.data.dtype}")
         if self.scale.dtype != torch.uint8:
             raise ValueError(f"QuantizedActivation.scale must be torch.uint8 (E8M0), got {self.scale.dtype}")
+        if self.data.dim() < 1:
+            raise ValueError(f"QuantizedActivation.data must have at least 1 dimension ([..., K]), got shape "
+                             f"{tuple(self.data.shape)}")
+        if self.orig_dtype not in _ORIG_DTYPES:
+            raise ValueError(f"QuantizedActivation.orig_dtype must be one of {_ORIG_DTYPES}, got {self.orig_dtype}")
         k = self.data.shape[-1]
         if k % 32 != 0:
             raise ValueError(f"QuantizedActivation.data: K must be a multiple of 32, got {k}")
