@@ -349,6 +349,11 @@ def _shape_changes(shape):
 def changes(case: Case, device: str):
     """(id, kind, name, apply(args, kwargs), names an error may give)."""
     out = []
+
+    def add(cid, kind, name, new_value, names):  # a change that replaces one tensor's value
+        out.append((cid, kind, name,
+                    lambda args, kw: _set(args, name, new_value(args[name].value)), names))
+
     tensors = case.tensors()
     for name in tensors:
         a = case.args[name]
@@ -356,38 +361,35 @@ def changes(case: Case, device: str):
         names = (name,)
         for dt in DTYPE_POOL:
             if dt not in a.dtypes:
-                out.append((f"{name}:dtype={str(dt)[6:]}", "refuse", name,
-                            lambda args, kw, n=name, dt=dt: _set(args, n, _to_dtype(args[n].value, dt)), names))
+                add(f"{name}:dtype={str(dt)[6:]}", "refuse", name,
+                    lambda v, dt=dt: _to_dtype(v, dt), names)
         for shape in _shape_changes(tuple(t.shape)):
-            if case.free(name, shape):
-                continue
-            out.append((f"{name}:shape={list(shape)}", "refuse", name,
-                        lambda args, kw, n=name, s=shape: _set(args, n, _same_values(args[n].value, s)),
-                        names + a.tied))
+            if not case.free(name, shape):
+                add(f"{name}:shape={list(shape)}", "refuse", name,
+                    lambda v, s=shape: _same_values(v, s), names + a.tied)
         if t.dim() >= 1 and t.shape[-1] > 1:
-            out.append((f"{name}:strided", "layout", name,
-                        lambda args, kw, n=name: _set(args, n, _same_values(args[n].value, args[n].value.shape, strided=True)), names))
+            add(f"{name}:strided", "layout", name,
+                lambda v: _same_values(v, v.shape, strided=True), names)
         if t.dim() >= 2 and t.shape[-1] > 1 and t.shape[-2] > 1:
-            out.append((f"{name}:column_major", "layout", name,
-                        lambda args, kw, n=name: _set(args, n, _same_values(args[n].value, args[n].value.shape, column_major=True)), names))
+            add(f"{name}:column_major", "layout", name,
+                lambda v: _same_values(v, v.shape, column_major=True), names)
         if t.numel() > 0:
-            out.append((f"{name}:offset", "layout", name,
-                        lambda args, kw, n=name: _set(args, n, _same_values(args[n].value, args[n].value.shape, offset=True)), names))
+            add(f"{name}:offset", "layout", name,
+                lambda v: _same_values(v, v.shape, offset=True), names)
         # Stride 0: the first row (or element) repeated. A written tensor must refuse it; an input
         # may take it (compared with a dense copy). Not for slot_mapping: tokens sharing a slot
         # are the caller's error, and the GPU's write order between them is not defined.
         if name != "slot_mapping":
             for d in range(t.dim()):
                 if t.shape[d] > 1:
-                    out.append((f"{name}:broadcast_dim{d}", "refuse" if a.inplace else "layout", name,
-                                lambda args, kw, n=name, d=d: _set(args, n, _broadcast(args[n].value, d)), names))
-        if a.inplace and t.dim() == 2 and t.shape[0] > 1 and t.shape[1] > 1:  # rows that overlap
-            out.append((f"{name}:rows_overlap", "refuse", name,
-                        lambda args, kw, n=name: _set(args, n, _overlapping_rows(args[n].value)), names))
+                    add(f"{name}:broadcast_dim{d}", "refuse" if a.inplace else "layout", name,
+                        lambda v, d=d: _broadcast(v, d), names)
+        if a.inplace and t.dim() == 2 and t.shape[0] > 1 and t.shape[1] > 1:
+            add(f"{name}:rows_overlap", "refuse", name, _overlapping_rows, names)
         if a.inplace and t.is_floating_point():
             for mode in ("grad_mode", "no_grad"):
-                out.append((f"{name}:requires_grad:{mode}", "refuse", name,
-                            lambda args, kw, n=name: _set(args, n, args[n].value.clone().requires_grad_(True)), names))
+                add(f"{name}:requires_grad:{mode}", "refuse", name,
+                    lambda v: v.clone().requires_grad_(True), names)
         if a.inplace:
             for other in tensors:
                 o = case.args[other].value
@@ -396,13 +398,14 @@ def changes(case: Case, device: str):
                                 lambda args, kw, n=name, o=other: _alias(args, n, o), (name, other)))
         if len(tensors) > 1:
             other_dev = "cpu" if device == "cuda" else "meta"
-            out.append((f"{name}:device={other_dev}", "refuse", name,
-                        lambda args, kw, n=name, dv=other_dev: _set(args, n, args[n].value.to(dv)), names))
+            add(f"{name}:device={other_dev}", "refuse", name,
+                lambda v, dv=other_dev: v.to(dv), names)
     for sname, value, names in case.bad_scalars:
         _SCALAR_GIVEN[f"{sname}={value!r}"] = value
-        out.append((f"{sname}={value!r}", "refuse", sname,
-                    lambda args, kw, n=sname, v=value: (kw.__setitem__(n, v) if n in kw else args.__setitem__(n, v)),
-                    names))
+
+        def set_scalar(args, kw, n=sname, v=value):
+            (kw if n in kw else args)[n] = v
+        out.append((f"{sname}={value!r}", "refuse", sname, set_scalar, names))
     return out
 
 
