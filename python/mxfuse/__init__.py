@@ -26,8 +26,15 @@ from .ops import (
     set_pdl,
 )
 from .quant import MXFP8_KEY, QuantizedActivation, QuantKey, mxfp8_linear, quantize_mxfp8
+from . import layers  # noqa: E402  (engine-facing modules, after the ops they wrap)
+from .layers import AttentionFront, GemmaRMSNorm, MXFP6Linear, MXFP8Linear
 
 __all__ = [
+    "AttentionFront",
+    "GemmaRMSNorm",
+    "MXFP6Linear",
+    "MXFP8Linear",
+    "layers",
     "attention_front",
     "attention_front_unfused",
     "attention_front_workspace",
