@@ -123,6 +123,9 @@ def test_module_arguments_are_checked():
         layers.AttentionFront(128, 2, 2, 32, 33)
     with pytest.raises(ValueError, match="head_dim must be a positive multiple of 16"):
         layers.AttentionFront(128, 2, 2, 24, 24)
+    with pytest.raises(ValueError, match="qkv_weight must have shape \\(192, 128\\)"):
+        layers.AttentionFront.from_float(torch.zeros(128), torch.zeros(256, 128), torch.zeros(32), torch.zeros(32),
+                                         num_q_heads=2, num_kv_heads=2, head_dim=32, rotary_dim=32, output_gate=False)
 
 
 def test_neox_cos_sin_cache():
@@ -138,13 +141,18 @@ def test_neox_cos_sin_cache():
 def test_attention_front_module(device, gate):
     g = generator(5)
     hidden, hq, hkv, d, rd = 128, 2, 1, 32, 16
-    front = layers.AttentionFront(hidden, hq, hkv, d, rd, output_gate=gate, max_position=32, device=device)
-    n = front.qkv.out_features
-    assert n == hq * d * (2 if gate else 1) + 2 * hkv * d
-    front.input_norm_weight.data.copy_(_rand(g, hidden, scale=0.2, device=device))
-    front.q_norm_weight.data.copy_(_rand(g, d, scale=0.2, device=device))
-    front.k_norm_weight.data.copy_(_rand(g, d, scale=0.2, device=device))
-    front.qkv.load_state_dict(layers.MXFP6Linear.from_float(_rand(g, n, hidden, scale=0.05, device=device)).state_dict())
+    n = hq * d * (2 if gate else 1) + 2 * hkv * d
+    qkv = _rand(g, n, hidden, scale=0.05, device=device)
+    front = layers.AttentionFront.from_float(
+        _rand(g, hidden, scale=0.2, device=device), qkv, _rand(g, d, scale=0.2, dtype=torch.float32, device=device),
+        _rand(g, d, scale=0.2, device=device), num_q_heads=hq, num_kv_heads=hkv, head_dim=d, rotary_dim=rd,
+        output_gate=gate, max_position=32)
+    assert front.qkv.out_features == n and front.q_norm_weight.dtype == torch.float32
+    assert_bitwise_equal(front.qkv.packed, ops.mxfp6_pack(qkv)[0], "packed qkv")
+    # the same front built empty and loaded from the state dict
+    twin = layers.AttentionFront(hidden, hq, hkv, d, rd, output_gate=gate, max_position=32, device=device)
+    twin.q_norm_weight = torch.nn.Parameter(torch.zeros(d, device=device), requires_grad=False)
+    twin.load_state_dict(front.state_dict())
     m = 3
     x, r = _rand(g, m, hidden, device=device), _rand(g, m, hidden, scale=4.0, device=device)
     positions = torch.tensor([5, 0, 31], device=device)
@@ -158,6 +166,8 @@ def test_attention_front_module(device, gate):
         return q, gt, res, kc, vc
 
     got = run(front)
+    for name, a, b in zip(("q", "gate", "residual", "key_cache", "value_cache"), run(twin), got):
+        assert_bitwise_equal(a, b, f"loaded twin: {name}")
     want = run(lambda *a, **kw: ops.attention_front_unfused(
         a[0], a[1], front.input_norm_weight, front.qkv.packed, front.qkv.scales, front.q_norm_weight,
         front.k_norm_weight, front.cos_sin_cache, *a[2:], num_q_heads=hq, num_kv_heads=hkv, head_dim=d,

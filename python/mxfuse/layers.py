@@ -235,6 +235,30 @@ class AttentionFront(nn.Module):
         self.k_norm_weight = _frozen(torch.zeros(head_dim, dtype=dtype, device=device))
         self.register_buffer("cos_sin_cache", neox_cos_sin_cache(max_position, rotary_dim, rope_base, device))
 
+    @classmethod
+    def from_float(cls, input_norm_weight: Tensor, qkv_weight: Tensor, q_norm_weight: Tensor,
+                   k_norm_weight: Tensor, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
+                   rotary_dim: int, output_gate: bool = True, max_position: int = 4096,
+                   rope_base: float = 10000.0, eps: float = 1e-6, weight_offset: float = 1.0) -> AttentionFront:
+        """A front from a checkpoint's tensors: the input norm weight [hidden], the qkv weight
+        [N, hidden] (packed here with ``mxfp6_pack``) and the q and k norm weights [head_dim].
+        The norm weights keep their dtype (the activation dtype or fp32)."""
+        hidden = input_norm_weight.shape[0]
+        mod = cls(hidden, num_q_heads, num_kv_heads, head_dim, rotary_dim, output_gate=output_gate,
+                  max_position=max_position, rope_base=rope_base, eps=eps, weight_offset=weight_offset,
+                  dtype=input_norm_weight.dtype, device=input_norm_weight.device)
+        n = mod.qkv.out_features
+        _check(tuple(qkv_weight.shape) == (n, hidden),
+               f"AttentionFront.from_float: qkv_weight must have shape ({n}, {hidden}) (num_q_heads * head_dim * "
+               f"{2 if output_gate else 1} + 2 * num_kv_heads * head_dim, hidden), got {tuple(qkv_weight.shape)}")
+        for name, t, size in (("input_norm_weight", input_norm_weight, hidden),
+                              ("q_norm_weight", q_norm_weight, head_dim), ("k_norm_weight", k_norm_weight, head_dim)):
+            _check(tuple(t.shape) == (size,), f"AttentionFront.from_float: {name} must have shape ({size},), got "
+                   f"{tuple(t.shape)}")
+            setattr(mod, name, _frozen(t.detach().clone()))
+        mod.qkv = MXFP6Linear.from_float(qkv_weight)
+        return mod
+
     def forward(self, x: Tensor, residual: Tensor, positions: Tensor, slot_mapping: Tensor,
                 key_cache: Tensor, value_cache: Tensor, k_scale: Tensor, v_scale: Tensor, *,
                 workspace: Tensor | None = None, fused: bool | None = None) -> tuple[Tensor, Tensor]:
