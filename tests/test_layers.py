@@ -208,3 +208,16 @@ def test_modules_move_to_the_gpu():
     # the GPU linear is within the fp64 bound of the CPU one, not bitwise (test_mxfp6_gpu.py)
     assert_bitwise_equal(mod(x), ops.mxfp6_linear(x, cpu_mod.packed.cuda(), cpu_mod.scales.cuda()), "module vs op")
     assert_bitwise_equal(layers.MXFP6Linear.from_float(w.cuda()).packed.cpu(), cpu_mod.packed, "packed on the GPU")
+
+
+def test_demo_runs_and_every_comparison_is_equal():
+    """`make demo`'s job at a small size: every fused-vs-unfused comparison it prints is EQUAL and it
+    exits 0 (a MISMATCH line makes it exit 1)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "mxfuse", "demo", "--device", "cpu", "--hidden", "256",
+                          "--layers", "2", "--steps", "1"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("EQUAL, bit for bit") == 4 and "MISMATCH" not in out.stdout, out.stdout
+    assert "final residual stream equal: True" in out.stdout

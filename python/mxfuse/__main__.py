@@ -12,6 +12,7 @@ import time
 import torch
 
 from . import ops
+from .layers import GemmaRMSNorm, MXFP8Linear
 from .quant import MXFP8_KEY, QuantizedActivation, mxfp8_linear
 
 
@@ -76,6 +77,19 @@ def demo(device_name: str | None, steps: int, layers: int, hidden: int, tokens: 
     y8_u = ops.mxfp8_scaled_mm(codes_u, scales_u, w8, w8_scale, dt, b_scale_layout="1x32")
     mm_equal = torch.equal(y8.view(torch.int16), y8_u.view(torch.int16))
 
+    # The same through the engine-facing modules: a norm fused into its consumer (SPEC §7 keys)
+    # against the same modules unfused (the consumer then quantizes the plain norm output).
+    norm_mod = GemmaRMSNorm(hidden, device=device)
+    norm_mod.weight.data.copy_(norm_w[0])
+    proj_mod = MXFP8Linear.from_float(torch.randn(hidden, hidden, dtype=dt, device=device) * hidden ** -0.5)
+    mod_out, as_fused = [], True
+    for fuse in (True, False):
+        norm_mod.quantize_output = fuse and norm_mod.fuse_into(proj_mod)
+        h, r = norm_mod(x0, r_fused.clone())
+        as_fused &= isinstance(h, QuantizedActivation) == fuse  # the keys matched; plain when not fused
+        mod_out.append([proj_mod(h).view(torch.int16), r.view(torch.int16)])
+    modules_equal = as_fused and all(torch.equal(a, b) for a, b in zip(*mod_out))
+
     # The attention front of a Qwen3-Next full-attention layer (16 q heads with output gate, 2 kv
     # heads, head_dim 256, RoPE on 64 dims, fp8 KV cache): the one-launch op against the unfused
     # ops, every output and in-place tensor bit for bit.
@@ -123,7 +137,9 @@ def demo(device_name: str | None, steps: int, layers: int, hidden: int, tokens: 
           f"{'EQUAL, bit for bit' if mm_equal else 'MISMATCH'}")
     print(f"attention_front (fused op) == attention_front_unfused (q, gate, residual, KV caches): "
           f"{'EQUAL, bit for bit' if front_equal else 'MISMATCH'}")
-    return 0 if all_equal and mm_equal and front_equal else 1
+    print(f"mxfuse.layers: GemmaRMSNorm fused into MXFP8Linear == the modules unfused: "
+          f"{'EQUAL, bit for bit' if modules_equal else 'MISMATCH'}")
+    return 0 if all_equal and mm_equal and front_equal and modules_equal else 1
 
 
 def bench() -> int:
