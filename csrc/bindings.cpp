@@ -1,5 +1,4 @@
 // Every mxfuse schema, one def per op. Only tensors an op writes are marked (a!).
-#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
 
 #ifndef MXF_NO_PYTHON_MODULE
@@ -53,16 +52,3 @@ TORCH_LIBRARY(mxfuse, m) {
   m.def("attention_front_check(Tensor x, Tensor residual, Tensor input_norm_weight, Tensor packed, Tensor scales, Tensor q_norm_weight, Tensor k_norm_weight, Tensor cos_sin_cache, Tensor positions, Tensor slot_mapping, Tensor key_cache, Tensor value_cache, Tensor k_scale, Tensor v_scale, *, int num_q_heads, int num_kv_heads, int head_dim, int rotary_dim, bool output_gate, float eps=1e-06, float weight_offset=1.0) -> ()");
 }
 
-// The ops are inference-only. With no Autograd kernel, PyTorch would let a backward pass run
-// through them with only a warning, leaving the inputs' gradients None (silently wrong training).
-// PyTorch's not-implemented kernel makes that backward pass an error naming the op instead;
-// forward calls, with or without grad mode, are unchanged.
-TORCH_LIBRARY_IMPL(mxfuse, Autograd, m) {
-  for (const char* op :
-       {"gemma_rmsnorm", "gemma_fused_add_rmsnorm", "mxfp8_quantize", "mxfp8_dequantize",
-        "gemma_rmsnorm_mxfp8", "gemma_fused_add_rmsnorm_mxfp8", "mxfp6_pack", "mxfp6_unpack",
-        "mxfp6_round_", "mxfp6_linear", "mxfp8_scaled_mm", "rotary_embedding_neox",
-        "reshape_and_cache_flash", "attention_front", "attention_front_check"}) {
-    m.impl(op, torch::autograd::autogradNotImplementedFallback());
-  }
-}
