@@ -398,7 +398,6 @@ def changes(case: Case, device: str):
             add(f"{name}:device={other_dev}", "refuse", name,
                 lambda v, dv=other_dev: v.to(dv), names)
     for sname, value, names in case.bad_scalars:
-        _SCALAR_GIVEN[f"{sname}={value!r}"] = value
 
         def set_scalar(args, kw, n=sname, v=value):
             (kw if n in kw else args)[n] = v
@@ -421,14 +420,11 @@ C10_NAMES = {BF16: "BFloat16", FP16: "Half", FP32: "Float", torch.float64: "Doub
              U8: "Byte", torch.int8: "Char", torch.int32: "Int", torch.int64: "Long", torch.bool: "Bool"}
 
 
-_SCALAR_GIVEN: dict = {}  # id of a scalar change -> the value it gives
-
-
-def _given_value(cid: str, args: dict, name: str):
-    """Patterns of which one must be in the error of a dtype or shape change: the dtype given, or
-    the shape given (or the changed size alone); None for other changes."""
-    if ":" not in cid:  # a scalar: the value given, where the error is about that scalar
-        sname, value = name, _SCALAR_GIVEN[cid]
+def _given_value(cid: str, args: dict, kwargs: dict, name: str):
+    """Patterns of which one must be in the error of a dtype, shape or scalar change: the dtype
+    given, the shape given (or the changed size alone), the scalar value; None for other changes."""
+    if ":" not in cid:  # a scalar: the value the change set
+        value = kwargs[name] if name in kwargs else args[name]
         if isinstance(value, torch.dtype):
             return [rf"\b{C10_NAMES[value]}\b"]
         if isinstance(value, float):
@@ -509,7 +505,7 @@ def test_one_argument_changed(op, device, cid, kind):
         text = str(e)
         assert any(f"'{n}'" in text for n in names), (
             f"{op}, {cid}: the error names none of {names}: {text[:400]}")
-        got_value = _given_value(cid, args, name)
+        got_value = _given_value(cid, args, kwargs, name)
         if got_value is not None and (":" in cid or f"'{name}'" in text):  # what was given, as the error must say it
             assert any(re.search(v, text) for v in got_value), (
                 f"{op}, {cid}: the error does not say what was given ({got_value}): {text[:400]}")

@@ -115,7 +115,7 @@ void fill_cache_params(KvCacheParams& cp, const at::Tensor& key_cache, const at:
 // and the CPU, which can look, rejects it up front.
 void check_workspace(const char* op, const at::Tensor& ws, int64_t need, NamedTensors args) {
   const at::Tensor used = ws.narrow(0, 0, need);
-  for (const auto& [arg, t] : args) check_disjoint(op, "workspace", used, arg, *t);
+  check_disjoint_from(op, "workspace", used, args);
   if (used.is_cpu() && need > 0) {
     const int64_t nonzero = used.count_nonzero().item<int64_t>();
     MXF_CHECK(nonzero == 0, op, ": argument 'workspace' must be zeroed (mxfuse.attention_front_workspace; "
@@ -272,10 +272,10 @@ FrontArgs check_front_args(
   MXF_CHECK(std::isfinite(eps) && eps >= 0.0, op, ": argument 'eps' must be finite and >= 0, got ", eps);
   MXF_CHECK(std::isfinite(weight_offset), op, ": argument 'weight_offset' must be finite, got ",
             weight_offset);
+  const int64_t need = attention_front_workspace_size(m, n, head_dim);
   if (workspace != nullptr) {
     check_same_device(op, "workspace", *workspace, x, "x");
     check_dtype(op, "workspace", *workspace, {at::kInt});
-    const int64_t need = attention_front_workspace_size(m, n, head_dim);
     MXF_CHECK(workspace->dim() == 1 && workspace->is_contiguous() && workspace->numel() >= need, op,
               ": argument 'workspace' must be a contiguous 1-D int32 tensor of at least ", need,
               " zeroed elements for ", m, " tokens (mxfuse.attention_front_workspace), got shape ",
@@ -291,7 +291,7 @@ FrontArgs check_front_args(
   check_disjoint_from(op, "residual", residual, args);
   check_disjoint_from(op, "key_cache", key_cache, args);
   check_disjoint_from(op, "value_cache", value_cache, args);
-  if (workspace != nullptr) check_workspace(op, *workspace, attention_front_workspace_size(m, n, head_dim), args);
+  if (workspace != nullptr) check_workspace(op, *workspace, need, args);
   const int64_t slots = key_cache.size(0) * key_cache.size(1);
   check_index_values_cpu(op, "positions", pos, 0, cs.size(0));
   check_index_values_cpu(op, "slot_mapping", slot, -(int64_t{1} << 62), slots);

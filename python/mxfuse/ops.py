@@ -147,21 +147,6 @@ def _reshape_and_cache_flash_fake(key, value, key_cache, value_cache, slot_mappi
     return None
 
 
-@torch.library.register_fake("mxfuse::attention_front")
-def _attention_front_fake(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
-                          cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
-                          v_scale, workspace, *, num_q_heads, num_kv_heads, head_dim, rotary_dim,
-                          output_gate, eps=1e-6, weight_offset=1.0):
-    _same_devices("x", x, residual=residual, input_norm_weight=input_norm_weight, packed=packed,
-                  scales=scales, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight,
-                  cos_sin_cache=cos_sin_cache, positions=positions, slot_mapping=slot_mapping,
-                  key_cache=key_cache, value_cache=value_cache, k_scale=k_scale, v_scale=v_scale,
-                  workspace=workspace)
-    m = x.shape[0]
-    return (x.new_empty((m, num_q_heads, head_dim)),
-            x.new_empty((m, num_q_heads, head_dim if output_gate else 0)))
-
-
 @torch.library.register_fake("mxfuse::attention_front_check")
 def _attention_front_check_fake(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
                                 cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
@@ -172,6 +157,21 @@ def _attention_front_check_fake(x, residual, input_norm_weight, packed, scales, 
                   cos_sin_cache=cos_sin_cache, positions=positions, slot_mapping=slot_mapping,
                   key_cache=key_cache, value_cache=value_cache, k_scale=k_scale, v_scale=v_scale)
     return None
+
+
+@torch.library.register_fake("mxfuse::attention_front")
+def _attention_front_fake(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
+                          cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
+                          v_scale, workspace, *, num_q_heads, num_kv_heads, head_dim, rotary_dim,
+                          output_gate, eps=1e-6, weight_offset=1.0):
+    _attention_front_check_fake(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
+                                cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
+                                v_scale, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads,
+                                head_dim=head_dim, rotary_dim=rotary_dim, output_gate=output_gate)
+    _same_device(workspace, "workspace", x, "x")
+    m = x.shape[0]
+    return (x.new_empty((m, num_q_heads, head_dim)),
+            x.new_empty((m, num_q_heads, head_dim if output_gate else 0)))
 
 
 # A check returns nothing that is used: keep it in traced graphs (FX and Inductor would otherwise
