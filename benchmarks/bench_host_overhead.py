@@ -86,22 +86,20 @@ def main() -> None:
     ws = mxfuse.attention_front_workspace(dev)
     ops = torch.ops.mxfuse
 
+    linear = f"torch: F.linear bf16 [{m}x{hidden}] x [{n}x{hidden}]^T"
     cases = [
         # (what, call, baseline name or None)
         ("torch: x + residual", lambda: x + res, None),
         ("torch: F.rms_norm", lambda: F.rms_norm(x, (hidden,), nw, 1e-6), None),
-        (f"torch: F.linear bf16 [{m}x{hidden}] x [{n}x{hidden}]^T", lambda: F.linear(x, w), None),
+        (linear, lambda: F.linear(x, w), None),
         ("gemma_rmsnorm", lambda: mxfuse.gemma_rmsnorm(x, nw), "torch: F.rms_norm"),
         ("gemma_fused_add_rmsnorm", lambda: mxfuse.gemma_fused_add_rmsnorm(x, res, nw), "torch: F.rms_norm"),
         ("gemma_fused_add_rmsnorm_mxfp8", lambda: mxfuse.gemma_fused_add_rmsnorm_mxfp8(x, res, nw),
          "torch: F.rms_norm"),
         ("mxfp8_quantize", lambda: mxfuse.mxfp8_quantize(x), "torch: F.rms_norm"),
-        ("mxfp6_linear (wrapper)", lambda: mxfuse.mxfp6_linear(x, packed, scales),
-         f"torch: F.linear bf16 [{m}x{hidden}] x [{n}x{hidden}]^T"),
-        ("mxfp6_linear (torch.ops)", lambda: ops.mxfp6_linear(x, packed, scales, None),
-         f"torch: F.linear bf16 [{m}x{hidden}] x [{n}x{hidden}]^T"),
-        ("mxfp8_linear (QuantizedActivation)", lambda: mxfuse.mxfp8_linear(qa, b8, b8s, b_scale_layout="1x32"),
-         f"torch: F.linear bf16 [{m}x{hidden}] x [{n}x{hidden}]^T"),
+        ("mxfp6_linear (wrapper)", lambda: mxfuse.mxfp6_linear(x, packed, scales), linear),
+        ("mxfp6_linear (torch.ops)", lambda: ops.mxfp6_linear(x, packed, scales, None), linear),
+        ("mxfp8_linear (QuantizedActivation)", lambda: mxfuse.mxfp8_linear(qa, b8, b8s, b_scale_layout="1x32"), linear),
         ("rotary_embedding_neox", lambda: mxfuse.rotary_embedding_neox(heads, pos, cos_sin, rd), None),
         ("reshape_and_cache_flash", lambda: mxfuse.reshape_and_cache_flash(key, val, kc, vc, slots, k_scale, v_scale),
          None),

@@ -59,7 +59,7 @@ def demo(device_name: str | None, steps: int, layers: int, hidden: int, tokens: 
     for _ in range(steps):
         for layer in range(layers):
             codes, scales = ops.gemma_fused_add_rmsnorm_mxfp8(x_fused, r_fused, norm_w[layer])
-            qa = QuantizedActivation(codes, scales, MXFP8_KEY, dt, tuple(x_fused.shape))
+            qa = QuantizedActivation.of(x_fused, codes, scales, MXFP8_KEY)
             y = ops.gemma_fused_add_rmsnorm(x_unfused, r_unfused, norm_w[layer])
             codes_u, scales_u = ops.mxfp8_quantize(y)
             equal = (torch.equal(codes.view(torch.uint8), codes_u.view(torch.uint8))

@@ -88,13 +88,12 @@ class GemmaRMSNorm(nn.Module):
         if residual is None:
             if not self.quantize_output:
                 return ops.gemma_rmsnorm(x, self.weight, self.eps, self.weight_offset)
-            codes, scales = ops.gemma_rmsnorm_mxfp8(x, self.weight, self.eps, self.weight_offset, rule)
-            return QuantizedActivation(codes, scales, self.output_quant_key, x.dtype, tuple(x.shape))
+            return QuantizedActivation.of(x, *ops.gemma_rmsnorm_mxfp8(x, self.weight, self.eps, self.weight_offset,
+                                                                      rule), self.output_quant_key)
         if not self.quantize_output:
             return ops.gemma_fused_add_rmsnorm(x, residual, self.weight, self.eps, self.weight_offset), residual
-        codes, scales = ops.gemma_fused_add_rmsnorm_mxfp8(x, residual, self.weight, self.eps,
-                                                          self.weight_offset, rule)
-        return QuantizedActivation(codes, scales, self.output_quant_key, x.dtype, tuple(x.shape)), residual
+        out = ops.gemma_fused_add_rmsnorm_mxfp8(x, residual, self.weight, self.eps, self.weight_offset, rule)
+        return QuantizedActivation.of(x, *out, self.output_quant_key), residual
 
     def extra_repr(self) -> str:
         return (f"{self.hidden_size}, eps={self.eps}, weight_offset={self.weight_offset}, "
@@ -162,10 +161,11 @@ class MXFP6Linear(nn.Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = False, *,
                  bias_dtype: torch.dtype = torch.bfloat16, device: torch.device | str | None = None) -> None:
         super().__init__()
-        _check(in_features >= 128 and in_features % 128 == 0,
-               f"MXFP6Linear: in_features must be a positive multiple of 128, got {in_features}")
-        _check(out_features >= 16 and out_features % 16 == 0,
-               f"MXFP6Linear: out_features must be a positive multiple of 16, got {out_features}")
+        rows, cols = ops.MXFP6_TILE
+        _check(in_features >= cols and in_features % cols == 0,
+               f"MXFP6Linear: in_features must be a positive multiple of {cols}, got {in_features}")
+        _check(out_features >= rows and out_features % rows == 0,
+               f"MXFP6Linear: out_features must be a positive multiple of {rows}, got {out_features}")
         self.in_features, self.out_features = in_features, out_features
         packed_shape, scales_shape = ops.mxfp6_packed_shapes(out_features, in_features)
         self.register_buffer("packed", torch.zeros(packed_shape, dtype=torch.uint8, device=device))

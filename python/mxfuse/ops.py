@@ -26,9 +26,15 @@ def empty_mxfp8(x: Tensor) -> tuple[Tensor, Tensor]:
             x.new_empty(scales_shape, dtype=torch.uint8))
 
 
+#: MXFP6 weight tiles (SPEC §4): 16 rows x 128 columns, 1536 bytes packed.
+MXFP6_TILE = (16, 128)
+MXFP6_TILE_BYTES = 1536
+
+
 def mxfp6_packed_shapes(n: int, k: int) -> tuple[tuple[int, int, int], tuple[int, int]]:
     """Shapes of (packed, scales) for an [n, k] weight: [n/16, k/128, 1536] and [n, k/32]."""
-    return (n // 16, k // 128, 1536), (n, k // 32)
+    rows, cols = MXFP6_TILE
+    return (n // rows, k // cols, MXFP6_TILE_BYTES), (n, k // MX_BLOCK)
 
 
 #: b_scale layouts of mxfp8_scaled_mm: one E8M0 scale per weight row and 32 columns ([N, K/32]), or

@@ -65,6 +65,11 @@ class QuantizedActivation:
     orig_dtype: torch.dtype
     orig_shape: tuple[int, ...]
 
+    @classmethod
+    def of(cls, x: Tensor, data: Tensor, scale: Tensor, key: QuantKey) -> QuantizedActivation:
+        """The codes and scales a producer made from ``x`` under ``key`` (x's dtype and shape)."""
+        return cls(data, scale, key, x.dtype, tuple(x.shape))
+
     def dequantize(self) -> Tensor:
         """The activation as ``orig_dtype`` values (what the producer quantized, after rounding)."""
         return ops.mxfp8_dequantize(self.data, self.scale, self.orig_dtype).reshape(self.orig_shape)
@@ -115,8 +120,7 @@ pytree.register_pytree_node(QuantizedActivation, _flatten, _unflatten,
 
 def quantize_mxfp8(x: Tensor, key: QuantKey = MXFP8_KEY) -> QuantizedActivation:
     """Quantize ``x`` [..., K] (bf16/fp16/fp32) into a QuantizedActivation under ``key``."""
-    data, scale = ops.mxfp8_quantize(x, key.scale_rule)
-    return QuantizedActivation(data, scale, key, x.dtype, tuple(x.shape))
+    return QuantizedActivation.of(x, *ops.mxfp8_quantize(x, key.scale_rule), key)
 
 
 def mxfp8_linear(qa: QuantizedActivation, b: Tensor, b_scale: Tensor, *, b_scale_layout: str,
