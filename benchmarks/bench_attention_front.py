@@ -1,9 +1,11 @@
-"""The attention front of a decode step (SPEC §6) on the GPU: ``mxfuse.attention_front`` (one launch)
-against the same steps as separate launches: the library's unfused ops
+"""The attention front of a decode step (SPEC §6) on the GPU: ``mxfuse.attention_front`` as one
+launch (``fused=True``, in each PDL mode) and as three (``fused=False``: add + norm, mxfp6_linear,
+``qk_norm_rope_cache``) against the same steps as separate launches: the library's unfused ops
 (``mxfuse.attention_front_unfused``: add + norm, mxfp6_linear, two head norms, two RoPEs, the
-cache write) and the bf16 chain (the same ops with bf16 ``F.linear`` on the rounded weights in place
-of mxfp6_linear). Weights, inputs and caches cycle through 16 sets; every call's outputs are
-verified (fused == unfused, bit for bit) before timing.
+cache write, and the copies that split the heads) and two bf16 baselines with bf16 ``F.linear`` on
+the rounded weights in place of mxfp6_linear: the unfused chain, and the three-launch chain (norm,
+``F.linear``, ``qk_norm_rope_cache``). Weights, inputs and caches cycle through 16 sets; every
+call's outputs are verified (one launch == three launches == unfused, bit for bit) before timing.
 
     python benchmarks/bench_attention_front.py [--out benchmarks/results/h200_attention_front]
 """
@@ -79,6 +81,15 @@ def main() -> None:
             def unfused(i):
                 mxfuse.attention_front_unfused(*call_args(i), **kw)
 
+            def three(i):
+                mxfuse.attention_front(*call_args(i), **kw, fused=False)
+
+            def bf16_three(i):
+                c = caches[i]
+                y = mxfuse.gemma_fused_add_rmsnorm(xs[i], rs[i], nws[i])
+                return mxfuse.qk_norm_rope_cache(F.linear(y, ws[i]), qws[i], kws[i], cos_sin, pos[i], slots[i], c[0],
+                                                 c[1], k_scale, v_scale, **kw)
+
             def bf16_chain(i):
                 c = caches[i]
                 y = mxfuse.gemma_fused_add_rmsnorm(xs[i], rs[i], nws[i])
@@ -95,42 +106,58 @@ def main() -> None:
             # Verify on every set: fused == unfused in every launch mode (q, gate, residual, caches).
             for i in range(sets):
                 outs = []
-                for fused_flag, mode in [(False, default_mode)] + [(True, md) for md in MODES]:
+                for fused_flag, mode in [("unfused", default_mode)] + [(f, md) for f in (False, True) for md in MODES]:
                     mxfuse.set_pdl(mode)
                     r = rs[i].clone()
                     kc, vc = caches[i][0].clone(), caches[i][1].clone()
-                    q, g = mxfuse.attention_front(*call_args(i, r, kc, vc), **kw, fused=fused_flag)
+                    if fused_flag == "unfused":
+                        q, g = mxfuse.attention_front_unfused(*call_args(i, r, kc, vc), **kw)
+                    else:
+                        q, g = mxfuse.attention_front(*call_args(i, r, kc, vc), **kw, fused=fused_flag)
                     outs.append([t.view(torch.uint8) for t in (q, g, r, kc, vc)])
                 for o in outs[1:]:
                     if not all(torch.equal(a, b) for a, b in zip(o, outs[0])):
-                        raise SystemExit(f"verification failed: hidden {hidden} m {m} set {i}: fused != unfused")
+                        raise SystemExit(f"verification failed: hidden {hidden} m {m} set {i}: a path != unfused")
             mxfuse.set_pdl(default_mode)
             t = harness.graph_time_us_per_pdl_mode(fused, MODES)
             t_unf = harness.graph_time_us(unfused)
+            t_three = harness.graph_time_us(three)
             t_bf16 = harness.graph_time_us(bf16_chain)
+            t_bf16_3 = harness.graph_time_us(bf16_three)
             wbytes = packs[0][0].numel() + packs[0][1].numel()  # the weight stream, the bulk of the bytes
             p = {"hidden": hidden, "n": n, "m": m, "q_heads": hq, "kv_heads": hkv, "head_dim": d}
             for mode in MODES:
                 rows.append(harness.make_row("attention_front", {**p, "pdl": mode}, t[mode], wbytes, copy_gbs))
             rows.append(harness.make_row("attention_front_unfused", {**p, "pdl": default_mode}, t_unf, wbytes, copy_gbs))
+            rows.append(harness.make_row("attention_front_three_launch", {**p, "pdl": default_mode}, t_three, wbytes,
+                                         copy_gbs))
             rows.append(harness.make_row("bf16_chain", p, t_bf16, 2 * ws[0].numel(), copy_gbs))
-            table.append([f"{hidden} -> {n} (q{hq} kv{hkv} d{d})", m, t_bf16, t_unf]
+            rows.append(harness.make_row("bf16_three_launch", p, t_bf16_3, 2 * ws[0].numel(), copy_gbs))
+            table.append([f"{hidden} -> {n} (q{hq} kv{hkv} d{d})", m, t_bf16, t_bf16_3, t_unf, t_three,
+                          t_unf / t_three, t_bf16_3 / t_three, t[default_mode] / t_three]
                          + [v for mode in MODES for v in (t[mode], t_unf / t[mode], t_bf16 / t[mode])])
-            print(f"{hidden}->{n} m={m:2d}: bf16 chain {t_bf16:6.2f} us  unfused {t_unf:6.2f}  "
+            print(f"{hidden}->{n} m={m:2d}: bf16 chain {t_bf16:6.2f} us  bf16 three {t_bf16_3:6.2f}  "
+                  f"unfused {t_unf:6.2f}  three launches {t_three:6.2f} ({t_unf / t_three:4.2f}x unfused, "
+                  f"{t_bf16_3 / t_three:4.2f}x bf16 three)  "
                   + "  ".join(f"{mode} {t[mode]:6.2f} ({t_unf / t[mode]:4.2f}x unfused, {t_bf16 / t[mode]:4.2f}x bf16)"
                               for mode in MODES), flush=True)
         del ws, packs, caches
         torch.cuda.empty_cache()
-    header = ["shape", "M", "bf16 chain us", f"unfused mxfuse ({default_mode}) us"]
+    header = ["shape", "M", "bf16 chain us", "bf16 three launches us", f"unfused mxfuse ({default_mode}) us",
+              f"three launches ({default_mode}) us", "three: x unfused", "three: x bf16 three",
+              f"three: x one launch ({default_mode})"]
     for mode in MODES:
         header += [f"{mode}: us", f"{mode}: x unfused", f"{mode}: x bf16 chain"]
     md = (f"# Attention front of a decode step (SPEC §6), {harness.environment()['device']}\n\n"
           f"Command: `{harness.command()}`. One CUDA graph of {harness.CALLS_PER_GRAPH} "
           f"calls cycling {harness.INPUT_SETS} sets of weights, inputs and fp8 caches, best of {harness.REPLAYS}. "
-          f"`attention_front` is one launch, timed in each `mxfuse.set_pdl` mode; \"unfused\" is "
-          f"`mxfuse.attention_front_unfused` (7 launches: add + norm, mxfp6_linear, two head norms, two RoPEs, "
-          f"the cache write); the bf16 chain is the same with bf16 `F.linear` on the rounded weights. Outputs were "
-          f"verified bit for bit (fused == unfused, every mode) before timing.\n\n" + harness.md_table(header, table))
+          f"`attention_front(fused=True)` is one launch, timed in each `mxfuse.set_pdl` mode; \"three launches\" is "
+          f"`attention_front(fused=False)` (add + norm, mxfp6_linear, `qk_norm_rope_cache`); \"unfused\" is "
+          f"`mxfuse.attention_front_unfused` (add + norm, mxfp6_linear, two head norms, two RoPEs, the cache "
+          f"write, and the copies that split the heads); the bf16 chain is the unfused ops with bf16 `F.linear` on "
+          f"the rounded weights, and \"bf16 three launches\" is norm, bf16 `F.linear`, `qk_norm_rope_cache`. "
+          f"Ratios are speed-ups (time of the other / time of this). Outputs were verified bit for bit "
+          f"(every path and mode == unfused) before timing.\n\n" + harness.md_table(header, table))
     harness.write_results(args.out, {"env": harness.environment(), "copy_gbs": copy_gbs, "rows": rows}, md)
     print(md)
 

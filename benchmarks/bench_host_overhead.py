@@ -78,6 +78,7 @@ def main() -> None:
     heads = torch.randn(m, hq, d, dtype=dt, device=dev)
     key = torch.randn(m, hkv, d, dtype=dt, device=dev)
     val = torch.randn(m, hkv, d, dtype=dt, device=dev)
+    qkv = torch.randn(m, n, dtype=dt, device=dev)
     b8 = torch.randn(hidden, hidden, device=dev).to(torch.float8_e4m3fn)
     b8s = torch.full((hidden, hidden // 32), 127, dtype=torch.uint8, device=dev)
     qa = mxfuse.quantize_mxfp8(mxfuse.gemma_rmsnorm(x, nw))
@@ -107,6 +108,10 @@ def main() -> None:
         ("attention_front (fused, torch.ops)", lambda: ops.attention_front(*front_args, ws, **front_kw), None),
         ("attention_front (fused, wrapper)", lambda: mxfuse.attention_front(*front_args, **front_kw, fused=True),
          None),
+        ("attention_front (three launches, wrapper)",
+         lambda: mxfuse.attention_front(*front_args, **front_kw, fused=False), None),
+        ("qk_norm_rope_cache", lambda: mxfuse.qk_norm_rope_cache(qkv, qw, kw, cos_sin, pos, slots, kc, vc, k_scale,
+                                                                 v_scale, **front_kw), None),
         ("attention_front_unfused (check + 7 ops)", lambda: mxfuse.attention_front_unfused(*front_args, **front_kw),
          None),
     ]

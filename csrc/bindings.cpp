@@ -46,6 +46,9 @@ TORCH_LIBRARY(mxfuse, m) {
   m.def("reshape_and_cache_flash(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, Tensor k_scale, Tensor v_scale) -> ()");
   // A decode step's full-attention front in one launch (SPEC §6): residual add + input norm, MXFP6
   // qkv projection, q/k norms, RoPE, gate split, KV-cache write. Returns (q, gate).
+  // After the qkv projection, in one launch: per q/k head Gemma RMSNorm and NeoX RoPE, the gate
+  // heads split out, k and v into the KV caches (attention_front's steps 3-5).
+  m.def("qk_norm_rope_cache(Tensor qkv, Tensor q_norm_weight, Tensor k_norm_weight, Tensor cos_sin_cache, Tensor positions, Tensor slot_mapping, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor k_scale, Tensor v_scale, *, int num_q_heads, int num_kv_heads, int head_dim, int rotary_dim, bool output_gate, float eps=1e-06, float weight_offset=1.0) -> (Tensor, Tensor)");
   m.def("attention_front(Tensor x, Tensor(a!) residual, Tensor input_norm_weight, Tensor packed, Tensor scales, Tensor q_norm_weight, Tensor k_norm_weight, Tensor cos_sin_cache, Tensor positions, Tensor slot_mapping, Tensor(b!) key_cache, Tensor(c!) value_cache, Tensor k_scale, Tensor v_scale, Tensor(d!) workspace, *, int num_q_heads, int num_kv_heads, int head_dim, int rotary_dim, bool output_gate, float eps=1e-06, float weight_offset=1.0) -> (Tensor, Tensor)");
   // attention_front's checks alone (no workspace), for the unfused composition to run before its
   // first op writes: an error names attention_front's arguments and nothing has been written.

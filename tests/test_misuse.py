@@ -256,6 +256,36 @@ def _front_case(device, g):
     return Case("attention_front", args, kwargs, free=free, bad_scalars=bad)
 
 
+def _qk_case(device, g):
+    """qk_norm_rope_cache (the steps after the qkv projection, one launch)."""
+    hq, hkv, d, rd = 2, 2, 32, 32  # no output gate: N = 2*32 + 2*2*32 = 192
+    rows = ("qkv", "positions", "slot_mapping")
+    args = {"qkv": Arg(_rand(g, (3, 192), BF16, device), (BF16, FP16), tied=rows + ("num_q_heads",)),
+            "q_norm_weight": Arg(_rand(g, (d,), BF16, device, 0.2), (BF16, FP32), tied=("head_dim",)),
+            "k_norm_weight": Arg(_rand(g, (d,), BF16, device, 0.2), (BF16, FP32), tied=("head_dim",)),
+            "cos_sin_cache": Arg(_cos_sin(g, rd, device), (FP32, BF16, FP16), tied=("rotary_dim",)),
+            "positions": Arg(torch.tensor([0, 3, 1], device=device), (torch.int64,), tied=rows),
+            "slot_mapping": Arg(torch.tensor([2, -1, 0], device=device), (torch.int64,), tied=rows),
+            "key_cache": Arg(_cache(device), (E4M3, BF16), inplace=True, tied=("value_cache", "num_kv_heads", "head_dim")),
+            "value_cache": Arg(_cache(device), (E4M3, BF16), inplace=True, tied=("key_cache",)),
+            "k_scale": Arg(torch.tensor([0.75], device=device), (FP32,)),
+            "v_scale": Arg(torch.tensor([0.125], device=device), (FP32,))}
+    kwargs = dict(num_q_heads=hq, num_kv_heads=hkv, head_dim=d, rotary_dim=rd, output_gate=False,
+                  eps=1e-6, weight_offset=1.0)
+
+    def free(name, shape):
+        return (name in ("k_scale", "v_scale") and math.prod(shape) == 1) or _cos_sin_free(name, shape, rd)
+    heads = ("num_q_heads", "num_kv_heads", "qkv", "head_dim")
+    bad = (("num_q_heads", 0, ("num_q_heads",)), ("num_q_heads", 3, heads), ("num_q_heads", -2, ("num_q_heads",)),
+           ("num_kv_heads", 0, ("num_kv_heads",)), ("num_kv_heads", 1, heads),
+           ("head_dim", 0, ("head_dim",)), ("head_dim", 7, ("head_dim",)), ("head_dim", 64, heads + ("rotary_dim",)),
+           ("rotary_dim", 0, ("rotary_dim",)), ("rotary_dim", 31, ("rotary_dim",)), ("rotary_dim", 64, ("rotary_dim",)),
+           ("rotary_dim", 16, ("cos_sin_cache",)),
+           ("output_gate", True, heads), ("eps", -1e-3, ("eps",)), ("eps", math.nan, ("eps",)),
+           ("weight_offset", math.inf, ("weight_offset",)))
+    return Case("qk_norm_rope_cache", args, kwargs, free=free, bad_scalars=bad)
+
+
 def _front_unfused_case(device, g):
     """The unfused composition (what attention_front runs on a GPU above 8 tokens or hidden 2048):
     it must refuse what the fused op refuses, by the same names, before its first op writes."""
@@ -270,6 +300,14 @@ def _front_wrapper_case(device, g):
     fused or unfused): the Python wrapper must not fail before the op can name the argument."""
     c = _front_unfused_case(device, g)
     return dataclasses.replace(c, op="attention_front_default", fn=mxfuse.attention_front)
+
+
+def _front_three_case(device, g):
+    """``mxfuse.attention_front(fused=False)``: the three-launch path runs attention_front's checks
+    before its first op writes, and refuses by the same names."""
+    c = _front_unfused_case(device, g)
+    return dataclasses.replace(c, op="attention_front_three_launch",
+                               fn=lambda *a, **k: mxfuse.attention_front(*a, **k, fused=False))
 
 
 BUILDERS = {
@@ -289,6 +327,8 @@ BUILDERS = {
     "attention_front": _front_case,
     "attention_front_unfused": _front_unfused_case,
     "attention_front_default": _front_wrapper_case,
+    "attention_front_three_launch": _front_three_case,
+    "qk_norm_rope_cache": _qk_case,
 }
 
 

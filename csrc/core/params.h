@@ -156,6 +156,25 @@ struct KvCacheParams {
   bool fp8 = false;                      // cache is e4m3; else it has the activation dtype
 };
 
+// The attention front after its qkv projection (qk_norm_rope_cache, SPEC §6): per q and k head
+// Gemma RMSNorm and NeoX RoPE (q to its output, k to the cache), the gate heads copied out, v to
+// the cache. qkv rows are [q0 | g0 | q1 | g1 | ... | k heads | v heads] (no g without output_gate).
+struct FrontPostParams {
+  const void* qkv = nullptr;           // [m, n] act, row stride qkv_stride, last dim contiguous
+  const void* q_norm_weight = nullptr; // [d] act or fp32
+  const void* k_norm_weight = nullptr; // [d] act or fp32
+  void* q = nullptr;                   // [m, q_heads, d] act, contiguous
+  void* gate = nullptr;                // [m, q_heads, d] act, contiguous (output_gate only)
+  RopeParams rope;                     // positions, cos_sin, rotary_dim, max_pos, cs_dtype
+  KvCacheParams cache;                 // slot_mapping, caches, scales, slots, fp8
+  int64_t m = 0, n = 0, qkv_stride = 0;
+  int64_t q_heads = 0, kv_heads = 0, d = 0;
+  bool output_gate = true;
+  float eps = 1e-6f, weight_offset = 1.0f;
+  Dtype act = Dtype::kBF16, q_wdtype = Dtype::kBF16, k_wdtype = Dtype::kBF16;
+  bool pdl = false;  // programmatic dependent launch (as NormParams::pdl)
+};
+
 // The attention front of one decode step (SPEC §6): residual add + input norm, the MXFP6 qkv
 // projection, q/k norms, RoPE, gate split and the KV-cache write. `linear` carries the projection
 // (its x is the normed rows, its out the qkv rows [m, n]); on the GPU both are scratch buffers of

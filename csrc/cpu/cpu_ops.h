@@ -29,6 +29,7 @@ namespace mxf::cpu {
 
 void rope_neox(const RopeParams& p);
 void kv_cache_write(const KvCacheParams& p);
+void qk_norm_rope_cache(const FrontPostParams& p);
 void attention_front(const FrontParams& p);
 
 }  // namespace mxf::cpu

@@ -1,5 +1,5 @@
 // Torch boundary of the attention front (SPEC §6) and its unfused building blocks (RoPE, the
-// KV-cache write): checks -> device guard -> current stream -> launch.
+// KV-cache write, qk_norm_rope_cache): checks -> device guard -> current stream -> launch.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -211,6 +211,82 @@ void reshape_and_cache_flash(const at::Tensor& key, const at::Tensor& value, at:
   MXF_DISPATCH(key, kernels::launch_kv_cache_write(p, stream), cpu::kv_cache_write(p));
 }
 
+std::tuple<at::Tensor, at::Tensor> qk_norm_rope_cache(
+    const at::Tensor& qkv, const at::Tensor& q_norm_weight, const at::Tensor& k_norm_weight,
+    const at::Tensor& cos_sin_cache, const at::Tensor& positions, const at::Tensor& slot_mapping,
+    at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& k_scale, const at::Tensor& v_scale,
+    int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t rotary_dim, bool output_gate,
+    double eps, double weight_offset) {
+  const char* op = "mxfuse.qk_norm_rope_cache";
+  check_supported_device(op, "qkv", qkv);
+  check_dtype(op, "qkv", qkv, {at::kBFloat16, at::kHalf});
+  check_dim(op, "qkv", qkv, 2);
+  const int64_t m = qkv.size(0), n = qkv.size(1);
+  MXF_CHECK(num_q_heads >= 1 && num_kv_heads >= 1, op,
+            ": arguments 'num_q_heads' and 'num_kv_heads' must be >= 1, got ", num_q_heads, " and ",
+            num_kv_heads);
+  MXF_CHECK(head_dim >= 2 && head_dim % 2 == 0, op, ": argument 'head_dim' must be even and >= 2, got ",
+            head_dim);
+  const int64_t want_n = num_q_heads * head_dim * (output_gate ? 2 : 1) + 2 * num_kv_heads * head_dim;
+  MXF_CHECK(n == want_n, op, ": argument 'qkv' must have shape [tokens, num_q_heads * head_dim * ",
+            output_gate ? 2 : 1, " + 2 * num_kv_heads * head_dim = ", want_n, "] (num_q_heads = ", num_q_heads,
+            ", num_kv_heads = ", num_kv_heads, ", head_dim = ", head_dim, ", output_gate = ",
+            output_gate ? "True" : "False", "), got ", qkv.sizes());
+  check_weight_vec(op, "q_norm_weight", q_norm_weight, head_dim, qkv);
+  check_weight_vec(op, "k_norm_weight", k_norm_weight, head_dim, qkv);
+  const at::Tensor cs = check_rope_args(op, cos_sin_cache, rotary_dim, head_dim, "argument 'head_dim'", qkv, "qkv");
+  const at::Tensor pos = check_index_vec(op, "positions", positions, m, qkv, "qkv");
+  const at::Tensor slot = check_index_vec(op, "slot_mapping", slot_mapping, m, qkv, "qkv");
+  const bool fp8 = check_caches(op, key_cache, value_cache, num_kv_heads, head_dim, qkv, "qkv", k_scale, v_scale);
+  MXF_CHECK(std::isfinite(eps) && eps >= 0.0, op, ": argument 'eps' must be finite and >= 0, got ", eps);
+  MXF_CHECK(std::isfinite(weight_offset), op, ": argument 'weight_offset' must be finite, got ",
+            weight_offset);
+  const NamedTensors args = {{"qkv", &qkv}, {"q_norm_weight", &q_norm_weight}, {"k_norm_weight", &k_norm_weight},
+                             {"cos_sin_cache", &cos_sin_cache}, {"positions", &positions},
+                             {"slot_mapping", &slot_mapping}, {"key_cache", &key_cache},
+                             {"value_cache", &value_cache}, {"k_scale", &k_scale}, {"v_scale", &v_scale}};
+  check_disjoint_from(op, "key_cache", key_cache, args);
+  check_disjoint_from(op, "value_cache", value_cache, args);
+  const int64_t slots = key_cache.size(0) * key_cache.size(1);
+  check_index_values_cpu(op, "positions", pos, 0, cs.size(0));
+  check_index_values_cpu(op, "slot_mapping", slot, -(int64_t{1} << 62), slots);
+
+  const auto act = qkv.options().memory_format(at::MemoryFormat::Contiguous);
+  at::Tensor q = at::empty({m, num_q_heads, head_dim}, act);
+  at::Tensor gate = at::empty({m, num_q_heads, output_gate ? head_dim : 0}, act);
+  maybe_poison(q);
+  maybe_poison(gate);
+  const at::Tensor rows = rows_view(qkv, n);
+  const at::Tensor w_q = q_norm_weight.contiguous(), w_k = k_norm_weight.contiguous();
+  FrontPostParams p;
+  p.qkv = rows.data_ptr();
+  p.qkv_stride = rows.stride(0);
+  p.m = m;
+  p.n = n;
+  p.act = to_dtype(qkv.scalar_type());
+  p.q_norm_weight = w_q.data_ptr();
+  p.q_wdtype = to_dtype(w_q.scalar_type());
+  p.k_norm_weight = w_k.data_ptr();
+  p.k_wdtype = to_dtype(w_k.scalar_type());
+  p.q = q.data_ptr();
+  p.gate = gate.data_ptr();
+  p.rope.positions = pos.data_ptr<int64_t>();
+  p.rope.cos_sin = cs.data_ptr();
+  p.rope.cs_dtype = to_dtype(cs.scalar_type());
+  p.rope.rotary_dim = rotary_dim;
+  p.rope.max_pos = cs.size(0);
+  fill_cache_params(p.cache, key_cache, value_cache, slot, k_scale, v_scale, fp8);
+  p.q_heads = num_q_heads;
+  p.kv_heads = num_kv_heads;
+  p.d = head_dim;
+  p.output_gate = output_gate;
+  p.eps = static_cast<float>(eps);
+  p.weight_offset = static_cast<float>(weight_offset);
+  if (m == 0) return {q, gate};
+  MXF_DISPATCH(qkv, (p.pdl = norm_pdl(), kernels::launch_qk_norm_rope_cache(p, stream)), cpu::qk_norm_rope_cache(p));
+  return {q, gate};
+}
+
 // Counters the GPU kernel needs in `workspace`: one per (block of 8 token rows, head segment)
 // and one word per block (its CTAs' tickets and finished projections, and its rows normed).
 int64_t attention_front_workspace_size(int64_t m, int64_t n, int64_t d) {
@@ -393,6 +469,7 @@ TORCH_LIBRARY_IMPL(mxfuse, CPU, m) {
   m.impl("reshape_and_cache_flash", &reshape_and_cache_flash);
   m.impl("attention_front", &attention_front);
   m.impl("attention_front_check", &attention_front_check);
+  m.impl("qk_norm_rope_cache", &qk_norm_rope_cache);
 }
 
 #ifdef MXF_WITH_GPU
@@ -401,6 +478,7 @@ TORCH_LIBRARY_IMPL(mxfuse, CUDA, m) {
   m.impl("reshape_and_cache_flash", &reshape_and_cache_flash);
   m.impl("attention_front", &attention_front);
   m.impl("attention_front_check", &attention_front_check);
+  m.impl("qk_norm_rope_cache", &qk_norm_rope_cache);
 }
 #endif
 

@@ -30,6 +30,8 @@ std::tuple<at::Tensor, at::Tensor> empty_mxfp8(const at::Tensor& x) {
           at::empty(scale_shape, x.options().dtype(at::kByte))};
 }
 
+}  // namespace
+
 #ifdef MXF_WITH_GPU
 // Programmatic dependent launch of this family's kernels (docs/DECISIONS.md): on NVIDIA sm_90+
 // unless mxfuse.set_pdl("off"). The kernels wait for the previous kernel before they touch memory,
@@ -46,6 +48,11 @@ bool norm_pdl() {
 #endif
 }
 
+#endif
+
+namespace {
+
+#ifdef MXF_WITH_GPU
 error_t launch_norm(NormParams& p, stream_t stream) {
   // Benchmarks may move the switch to the latency kernel (MXFUSE_NORM_WIDE_MAX_M=rows).
   if (const char* v = std::getenv("MXFUSE_NORM_WIDE_MAX_M")) p.wide_max_m = std::atoll(v);

@@ -26,4 +26,11 @@ int64_t process_setting(std::atomic<int>& slot, const char* var, int fallback, P
 // that launches with programmatic dependent launch. Defined in mxfp6.cpp.
 int64_t pdl_mode();
 
+#ifdef MXF_WITH_GPU
+// Whether the norm family's kernels (and qk_norm_rope_cache's), which wait for the previous kernel
+// before they touch memory, launch with programmatic dependent launch now. Defined in
+// norm_mxfp8.cpp.
+bool norm_pdl();
+#endif
+
 }  // namespace mxf::ops

@@ -153,6 +153,18 @@ def _reshape_and_cache_flash_fake(key, value, key_cache, value_cache, slot_mappi
     return None
 
 
+@torch.library.register_fake("mxfuse::qk_norm_rope_cache")
+def _qk_norm_rope_cache_fake(qkv, q_norm_weight, k_norm_weight, cos_sin_cache, positions, slot_mapping,
+                             key_cache, value_cache, k_scale, v_scale, *, num_q_heads, num_kv_heads, head_dim,
+                             rotary_dim, output_gate, eps=1e-6, weight_offset=1.0):
+    _same_devices("qkv", qkv, q_norm_weight=q_norm_weight, k_norm_weight=k_norm_weight,
+                  cos_sin_cache=cos_sin_cache, positions=positions, slot_mapping=slot_mapping,
+                  key_cache=key_cache, value_cache=value_cache, k_scale=k_scale, v_scale=v_scale)
+    m = qkv.shape[0]
+    return (qkv.new_empty((m, num_q_heads, head_dim)),
+            qkv.new_empty((m, num_q_heads, head_dim if output_gate else 0)))
+
+
 @torch.library.register_fake("mxfuse::attention_front_check")
 def _attention_front_check_fake(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
                                 cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
@@ -337,6 +349,25 @@ def reshape_and_cache_flash(key: Tensor, value: Tensor, key_cache: Tensor, value
     _ops.reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale)
 
 
+def qk_norm_rope_cache(qkv: Tensor, q_norm_weight: Tensor, k_norm_weight: Tensor, cos_sin_cache: Tensor,
+                       positions: Tensor, slot_mapping: Tensor, key_cache: Tensor, value_cache: Tensor,
+                       k_scale: Tensor, v_scale: Tensor, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
+                       rotary_dim: int, output_gate: bool = True, eps: float = 1e-6,
+                       weight_offset: float = 1.0) -> tuple[Tensor, Tensor]:
+    """The attention front after its qkv projection, one launch (SPEC §6): ``qkv [M, N]`` rows are
+    ``[q_0 | gate_0 | q_1 | gate_1 | ... | k heads | v heads]`` (no gate heads without
+    ``output_gate``), ``N = num_q_heads * head_dim * (2 if output_gate else 1) + 2 * num_kv_heads *
+    head_dim``. Each q and k head gets Gemma RMSNorm (``q_norm_weight`` / ``k_norm_weight``) and
+    NeoX RoPE at ``positions``; k and the raw v heads go into the KV caches at ``slot_mapping`` (as
+    ``reshape_and_cache_flash``). Returns ``(q [M, Hq, D], gate [M, Hq, D])`` (gate [M, Hq, 0]
+    without ``output_gate``), both contiguous. Bit for bit the unfused ops (``gemma_rmsnorm`` per
+    head, ``rotary_embedding_neox``, ``reshape_and_cache_flash``) on the same device."""
+    return _ops.qk_norm_rope_cache(qkv, q_norm_weight, k_norm_weight, cos_sin_cache, positions, slot_mapping,
+                                   key_cache, value_cache, k_scale, v_scale, num_q_heads=num_q_heads,
+                                   num_kv_heads=num_kv_heads, head_dim=head_dim, rotary_dim=rotary_dim,
+                                   output_gate=output_gate, eps=eps, weight_offset=weight_offset)
+
+
 #: Where ``attention_front`` (fused=None) takes the one-launch kernel on a GPU (H200 measurements).
 FUSED_MAX_TOKENS = 8
 FUSED_MAX_HIDDEN = 2048
@@ -384,17 +415,25 @@ def attention_front(x: Tensor, residual: Tensor, input_norm_weight: Tensor, pack
     device. ``workspace``: zeroed int32 counters (default: one kept per device, see
     ``attention_front_workspace``).
 
-    ``fused``: True runs the one-launch kernel, False the unfused ops; None (default) picks the
-    faster on a GPU as measured on the H200 (benchmarks/results/h200_attention_front.md): the
-    one-launch kernel for at most eight token rows and hidden <= 2048, the unfused ops otherwise
-    (at hidden 6144 the one-launch kernel was 0.75-0.85x the unfused ops, and above eight rows
-    0.62x). Both give the same bits; on the CPU the op is the composition itself."""
+    ``fused``: True runs the one-launch kernel; False three launches after the same checks
+    (``gemma_fused_add_rmsnorm``, ``mxfp6_linear``, ``qk_norm_rope_cache``); None (default) picks
+    the faster on a GPU as measured on the H200 (benchmarks/results/h200_attention_front.md; see
+    ``FUSED_MAX_TOKENS``). Every path gives the bits of ``attention_front_unfused``; on the CPU the
+    op is the composition itself."""
     if fused is None:
         fused = not x.is_cuda or (x.shape[0] <= FUSED_MAX_TOKENS and x.shape[-1] <= FUSED_MAX_HIDDEN)
     if not fused:
-        return attention_front_unfused(x, residual, input_norm_weight, packed, scales, q_norm_weight,
-                                       k_norm_weight, cos_sin_cache, positions, slot_mapping, key_cache,
-                                       value_cache, k_scale, v_scale, num_q_heads=num_q_heads,
+        # attention_front's own checks first: a refused call writes nothing (the add below writes
+        # the residual before qk_norm_rope_cache would check the caches).
+        _ops.attention_front_check(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
+                                   cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
+                                   v_scale, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads,
+                                   head_dim=head_dim, rotary_dim=rotary_dim, output_gate=output_gate, eps=eps,
+                                   weight_offset=weight_offset)
+        y = _ops.gemma_fused_add_rmsnorm(x, residual, input_norm_weight, eps, weight_offset)
+        qkv = _ops.mxfp6_linear(y, packed, scales, None)
+        return _ops.qk_norm_rope_cache(qkv, q_norm_weight, k_norm_weight, cos_sin_cache, positions, slot_mapping,
+                                       key_cache, value_cache, k_scale, v_scale, num_q_heads=num_q_heads,
                                        num_kv_heads=num_kv_heads, head_dim=head_dim, rotary_dim=rotary_dim,
                                        output_gate=output_gate, eps=eps, weight_offset=weight_offset)
     if workspace is None:
@@ -416,9 +455,9 @@ def attention_front_unfused(x: Tensor, residual: Tensor, input_norm_weight: Tens
                             num_q_heads: int, num_kv_heads: int, head_dim: int, rotary_dim: int,
                             output_gate: bool = True, eps: float = 1e-6,
                             weight_offset: float = 1.0) -> tuple[Tensor, Tensor]:
-    """``attention_front`` as the library's unfused ops, one after another (the path an engine keeps
-    for configurations the fused op does not take, and what the fused op is tested against). The
-    fused op's checks run first (``attention_front_check``), so a refused call writes nothing and
+    """``attention_front`` as the library's unfused ops, one after another (seven launches and three
+    copies: what the one-launch and three-launch paths of ``attention_front`` are tested against,
+    and the building blocks an engine may rearrange). The fused op's checks run first (``attention_front_check``), so a refused call writes nothing and
     its error names ``attention_front``'s arguments."""
     # attention_front's own checks first: a call they refuse writes nothing and names its arguments
     # as attention_front does (each op below would check again, but only after the residual add).
@@ -427,9 +466,24 @@ def attention_front_unfused(x: Tensor, residual: Tensor, input_norm_weight: Tens
                                v_scale, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
                                rotary_dim=rotary_dim, output_gate=output_gate, eps=eps,
                                weight_offset=weight_offset)
-    m, d = x.shape[0], head_dim
     y = gemma_fused_add_rmsnorm(x, residual, input_norm_weight, eps, weight_offset)
     qkv = mxfp6_linear(y, packed, scales)
+    return qk_norm_rope_cache_unfused(qkv, q_norm_weight, k_norm_weight, cos_sin_cache, positions, slot_mapping,
+                                      key_cache, value_cache, k_scale, v_scale, num_q_heads=num_q_heads,
+                                      num_kv_heads=num_kv_heads, head_dim=head_dim, rotary_dim=rotary_dim,
+                                      output_gate=output_gate, eps=eps, weight_offset=weight_offset)
+
+
+def qk_norm_rope_cache_unfused(qkv: Tensor, q_norm_weight: Tensor, k_norm_weight: Tensor, cos_sin_cache: Tensor,
+                               positions: Tensor, slot_mapping: Tensor, key_cache: Tensor, value_cache: Tensor,
+                               k_scale: Tensor, v_scale: Tensor, *, num_q_heads: int, num_kv_heads: int,
+                               head_dim: int, rotary_dim: int, output_gate: bool = True, eps: float = 1e-6,
+                               weight_offset: float = 1.0) -> tuple[Tensor, Tensor]:
+    """``qk_norm_rope_cache`` as the unfused ops (two head norms, two RoPEs, the cache write, and
+    the copies that split the heads): what the one-launch op is tested against. Unlike the op, a
+    bad argument may be found after the q head norm ran (nothing in place is written before the
+    cache write, which checks its own arguments)."""
+    m, d = qkv.shape[0], head_dim
     head_width = d * (2 if output_gate else 1)  # explicit: -1 is ambiguous for M = 0
     q_width = num_q_heads * head_width
     qg = qkv[:, :q_width].reshape(m, num_q_heads, head_width)

@@ -208,8 +208,10 @@ def front(dtypes, ms) -> None:
                     mxfuse.set_pdl(mode)
                     got = f.run()
                     want = f.run(mxfuse.attention_front_unfused)
-                    for i, (a, b) in enumerate(zip(got, want)):
+                    three = f.run(mxfuse.attention_front, fused=False)  # qk_norm_rope_cache's kernel
+                    for i, (a, b, c) in enumerate(zip(got, want, three)):
                         equal(a, b, f"attention_front {dt} {cfg} m={m} {mode} output {i}")
+                        equal(c, b, f"attention_front (three launches) {dt} {cfg} m={m} {mode} output {i}")
                 mxfuse.set_pdl("on")
 
 
