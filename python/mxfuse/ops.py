@@ -368,9 +368,6 @@ def qk_norm_rope_cache(qkv: Tensor, q_norm_weight: Tensor, k_norm_weight: Tensor
                                    output_gate=output_gate, eps=eps, weight_offset=weight_offset)
 
 
-#: Where ``attention_front`` (fused=None) takes the one-launch kernel on a GPU (H200 measurements).
-FUSED_MAX_TOKENS = 8
-FUSED_MAX_HIDDEN = 2048
 #: Counters kept per device for attention_front (int32, zero between calls).
 ATTENTION_FRONT_WORKSPACE = 1 << 16
 _workspaces: dict[torch.device, Tensor] = {}
@@ -407,7 +404,7 @@ def attention_front(x: Tensor, residual: Tensor, input_norm_weight: Tensor, pack
                     num_q_heads: int, num_kv_heads: int, head_dim: int, rotary_dim: int,
                     output_gate: bool = True, eps: float = 1e-6, weight_offset: float = 1.0,
                     workspace: Tensor | None = None, fused: bool | None = None) -> tuple[Tensor, Tensor]:
-    """A decode step's full-attention layer front (SPEC §6), one GPU launch: ``residual <-
+    """A decode step's full-attention layer front (SPEC §6): ``residual <-
     round(x + residual)``; ``y`` = Gemma RMSNorm of it; ``qkv = y @ W6^T`` (MXFP6, as
     ``mxfp6_linear``); per q and k head Gemma RMSNorm and NeoX RoPE; k and v into the KV caches
     (as ``reshape_and_cache_flash``). Returns ``(q [M, Hq, D], gate [M, Hq, D])`` (gate is
@@ -416,12 +413,14 @@ def attention_front(x: Tensor, residual: Tensor, input_norm_weight: Tensor, pack
     ``attention_front_workspace``).
 
     ``fused``: True runs the one-launch kernel; False three launches after the same checks
-    (``gemma_fused_add_rmsnorm``, ``mxfp6_linear``, ``qk_norm_rope_cache``); None (default) picks
-    the faster on a GPU as measured on the H200 (benchmarks/results/h200_attention_front.md; see
-    ``FUSED_MAX_TOKENS``). Every path gives the bits of ``attention_front_unfused``; on the CPU the
-    op is the composition itself."""
+    (``gemma_fused_add_rmsnorm``, ``mxfp6_linear``, ``qk_norm_rope_cache``); None (default): three
+    launches on a GPU, the faster at every measured point in a CUDA graph on the H200 (1.6-3.2x
+    the one-launch kernel at hidden 2048 and 6144, M = 1-16; benchmarks/results/
+    h200_attention_front.md), the op itself on the CPU. Eagerly, at a few tokens, the host's time
+    per call can exceed the GPU's; the one launch costs less of it (README, "Host cost of an eager
+    call"). Every path gives the bits of ``attention_front_unfused``."""
     if fused is None:
-        fused = not x.is_cuda or (x.shape[0] <= FUSED_MAX_TOKENS and x.shape[-1] <= FUSED_MAX_HIDDEN)
+        fused = not x.is_cuda
     if not fused:
         # attention_front's own checks first: a refused call writes nothing (the add below writes
         # the residual before qk_norm_rope_cache would check the caches).
