@@ -27,8 +27,8 @@ at::Tensor heads_view(const at::Tensor& t) {
 }
 
 void check_weight_vec(const char* op, const char* arg, const at::Tensor& w, int64_t n,
-                      const at::Tensor& x) {
-  check_same_device(op, arg, w, x, "x");
+                      const at::Tensor& x, const char* x_arg = "x") {
+  check_same_device(op, arg, w, x, x_arg);
   check_dtype(op, arg, w, {x.scalar_type(), at::kFloat});
   MXF_CHECK(w.dim() == 1 && w.size(0) == n, op, ": argument '", arg, "' must have shape [", n,
             "], got ", w.sizes());
@@ -232,8 +232,8 @@ std::tuple<at::Tensor, at::Tensor> qk_norm_rope_cache(
             output_gate ? 2 : 1, " + 2 * num_kv_heads * head_dim = ", want_n, "] (num_q_heads = ", num_q_heads,
             ", num_kv_heads = ", num_kv_heads, ", head_dim = ", head_dim, ", output_gate = ",
             output_gate ? "True" : "False", "), got ", qkv.sizes());
-  check_weight_vec(op, "q_norm_weight", q_norm_weight, head_dim, qkv);
-  check_weight_vec(op, "k_norm_weight", k_norm_weight, head_dim, qkv);
+  check_weight_vec(op, "q_norm_weight", q_norm_weight, head_dim, qkv, "qkv");
+  check_weight_vec(op, "k_norm_weight", k_norm_weight, head_dim, qkv, "qkv");
   const at::Tensor cs = check_rope_args(op, cos_sin_cache, rotary_dim, head_dim, "argument 'head_dim'", qkv, "qkv");
   const at::Tensor pos = check_index_vec(op, "positions", positions, m, qkv, "qkv");
   const at::Tensor slot = check_index_vec(op, "slot_mapping", slot_mapping, m, qkv, "qkv");

@@ -215,6 +215,21 @@ def front(dtypes, ms) -> None:
                 mxfuse.set_pdl("on")
 
 
+def qk(dtypes, ms) -> None:
+    """qk_norm_rope_cache alone (also part of front, through the three-launch path): GPU against
+    CPU, fp8 and activation-dtype caches, gate and no gate, d = 16 to 512."""
+    from test_qk_norm_rope_cache import Post  # noqa: E402
+    for dt in dtypes:
+        for cfg in SMALL + [QWEN3_NEXT, (4096, 4, 1, 512, 64, True)]:
+            for cache in (torch.float8_e4m3fn, dt):
+                for m in ms:
+                    kw = dict(max_pos=4096, blocks=64, block_size=16, cache_dtype=cache)
+                    got = Post(cfg, m, dt, "cuda", seed=m, **kw).run()
+                    want = Post(cfg, m, dt, "cpu", seed=m, **kw).run()
+                    for i, (a, b) in enumerate(zip(got, want)):
+                        equal(a.cpu(), b, f"qk_norm_rope_cache {dt} {cfg} {cache} m={m} output {i}")
+
+
 def fp8_mm(ms, quick) -> None:
     g = torch.Generator().manual_seed(11)
     for n, k in [(40, 96), (2560, 6144)] + ([] if quick else [(48, 4128)]):
@@ -254,7 +269,8 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=["norms", "fp6", "front", "fp8_mm"],
                     help="sections; fp6_graph (a captured chain) is run on its own, with the caching "
                     "allocator; fp6_tiled (the tiled linear alone, also part of fp6); fp6_unpack "
-                    "(pack, round_ and unpack alone, also part of fp6)")
+                    "(pack, round_ and unpack alone, also part of fp6); qk (qk_norm_rope_cache alone, also part of "
+                    "front)")
     args = ap.parse_args()
     dtypes = [torch.bfloat16] if args.quick else [torch.bfloat16, torch.float16]
     t0 = time.time()
@@ -270,6 +286,8 @@ def main() -> None:
         fp6_graph([1, 16] if args.quick else [1, 8, 16])
     if "front" in args.only:
         front(dtypes, [1, 8, 9] if args.quick else [1, 2, 4, 8, 9])
+    if "qk" in args.only:
+        qk(dtypes, [1, 9] if args.quick else [1, 2, 9, 37])
     if "fp8_mm" in args.only:
         fp8_mm([1, 16, 37] if args.quick else [1, 2, 3, 8, 16, 37], args.quick)
     torch.cuda.synchronize()
