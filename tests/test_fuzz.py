@@ -10,9 +10,10 @@
 - the SPEC invariants on the device: fused == quantize(norm), unpack(pack(w)) == round(w),
   pack(round(w)) == pack(w) (floor rule); mxfp6_linear within the fp64 bound of test_mxfp6 and
   batch invariant; mxfp8_scaled_mm bitwise equal to the blockwise reference on the CPU; the
-  one-launch attention front equal to the unfused ops (random head counts, head and rotary dims,
-  gate, cache dtype and block size, padded slots, zero tokens), and on the CPU every step after
-  the projection equal to the reference.
+  one-launch and three-launch attention fronts equal to the unfused ops (random head counts, head
+  and rotary dims, gate, cache dtype and block size, padded slots, zero tokens), and on the CPU
+  every step after the projection equal to the reference; qk_norm_rope_cache on fuzzed qkv rows
+  (any even head size, every layout) equal to its unfused ops and, on the GPU, to the CPU op.
 
 Value regimes (per block): normal values at a random binade, powers of two, E4M3 ties and scale
 edges (448 * 2^j, mantissa 1.75 and its neighbours), E2M3 ties and the 7.5 boundary, subnormals,
@@ -513,10 +514,10 @@ def front_run(c, device, fused):
     kc, vc = fresh_caches(c, device)
     args = (dev["x"], residual, dev["norm_w"], dev["packed"], dev["scales"], dev["q_w"], dev["k_w"],
             dev["cos_sin"], dev["positions"], dev["slots"], kc, vc, dev["k_scale"], dev["v_scale"])
-    if fused:
-        q, gate = mxfuse.attention_front(*args, **c["kw"], fused=True)
-    else:
+    if fused == "unfused":
         q, gate = mxfuse.attention_front_unfused(*args, **c["kw"])
+    else:  # True: one launch; False: three launches (qk_norm_rope_cache)
+        q, gate = mxfuse.attention_front(*args, **c["kw"], fused=fused)
     return q, gate, residual, kc, vc
 
 
@@ -524,7 +525,8 @@ def front_run(c, device, fused):
 @pytest.mark.parametrize("seed", seeds(6), ids=CASE_IDS)
 @pytest.mark.parametrize("device", DEVICES)
 def test_fuzz_attention_front(seed, device, restore_pdl):
-    """The one-launch front equals the unfused ops on the same device, bit for bit (SPEC §6), under
+    """The one-launch and three-launch fronts equal the unfused ops on the same device, bit for bit
+    (SPEC §6), under
     both poison bytes and a random launch mode on the GPU; on the CPU every step after the
     projection, and the residual, also equal the pure-PyTorch reference."""
     c = front_case(seed, device)
@@ -532,9 +534,11 @@ def test_fuzz_attention_front(seed, device, restore_pdl):
     if device == "cuda":
         mxfuse.set_pdl(choose(g, mxfuse.ops.PDL_MODES))
     got = run_on(device, lambda: front_run(c, device, fused=True))
-    want = front_run(c, device, fused=False)
-    for name, a, b in zip(("q", "gate", "residual", "key_cache", "value_cache"), got, want):
+    three = run_on(device, lambda: front_run(c, device, fused=False))
+    want = front_run(c, device, fused="unfused")
+    for name, a, b, t in zip(("q", "gate", "residual", "key_cache", "value_cache"), got, want, three):
         assert_bitwise_equal(a, b, f"fused vs unfused: {name}")
+        assert_bitwise_equal(t, b, f"three launches vs unfused: {name}")
     if device == "cpu":
         kw = c["kw"]
         s = ref.residual_add(c["x"], c["residual"])
@@ -546,3 +550,63 @@ def test_fuzz_attention_front(seed, device, restore_pdl):
         want_ref = (wq, wg, s, kc, vc)
         for name, a, b in zip(("q", "gate", "residual", "key_cache", "value_cache"), got, want_ref):
             assert_equal_nan_by_position(a, b, f"vs the reference: {name}")
+
+
+@pytest.mark.parametrize("seed", seeds(7), ids=CASE_IDS)
+@pytest.mark.parametrize("device", DEVICES)
+def test_fuzz_qk_norm_rope_cache(seed, device):
+    """qk_norm_rope_cache on fuzzed qkv rows (every value regime, any even head size, every
+    layout): equal to its unfused ops on the same device (the gate's NaN payloads included), to
+    the CPU op on the GPU, bit for bit; qkv's buffer is not written; on the CPU q, the gate and the
+    caches also equal the reference (NaN by position)."""
+    g = generator(seed)
+    dtype = choose(g, ACT)
+    w_dtype = choose(g, (dtype, torch.float32))
+    d = 2 * rint(g, 1, 160)
+    rd = 2 * rint(g, 1, d // 2)
+    hkv = rint(g, 1, 4)
+    hq = hkv * rint(g, 1, 4)
+    gate = bool(rint(g, 0, 1))
+    m = choose(g, (0, 1, 2, 3, 5, 8, 9, 16, 17, 37))
+    n = hq * d * (2 if gate else 1) + 2 * hkv * d
+    kw = dict(num_q_heads=hq, num_kv_heads=hkv, head_dim=d, rotary_dim=rd, output_gate=gate,
+              eps=choose(g, (1e-6, 1e-5, 0.0)), weight_offset=choose(g, (1.0, 0.0)))
+    max_pos, block_size = 256, choose(g, (1, 4, 16))
+    blocks = (max(m, 1) + block_size - 1) // block_size + rint(g, 0, 3)
+    slots = torch.randperm(blocks * block_size, generator=g)[:m]
+    slots = torch.where(torch.rand(m, generator=g) < 0.2, torch.full_like(slots, -1), slots)
+    ang = torch.rand(max_pos, rd // 2, generator=g, dtype=torch.float64) * 2 * torch.pi
+    c = dict(cache_shape=(blocks, block_size, hkv, d), cache_dtype=choose(g, (E4M3, dtype)))
+    qkv = values(m, n, dtype, g)
+    layout = choose(g, ("contiguous", "rows_aligned", "rows_odd", "offset"))
+    rest = dict(q_w=values(1, d, w_dtype, g, finite=True, spread=(-4, 4))[0],
+                k_w=values(1, d, w_dtype, g, finite=True, spread=(-4, 4))[0],
+                cos_sin=torch.cat([ang.cos(), ang.sin()], 1).to(choose(g, (torch.float32, dtype))),
+                positions=torch.randint(0, max_pos, (m,), generator=g), slots=slots,
+                k_scale=torch.tensor([choose(g, (0.75, 0.125, 1.0, 3.0, 2.0**-7))]),
+                v_scale=torch.tensor([choose(g, (0.75, 0.125, 1.0, 3.0, 2.0**-7))]))
+
+    def run(fn, dev, lay=layout):
+        view, buf = place(qkv, lay, dev)
+        kc, vc = fresh_caches(c, dev)
+        r = {k: v.to(dev) for k, v in rest.items()}
+        q, gt = fn(view, r["q_w"], r["k_w"], r["cos_sin"], r["positions"], r["slots"], kc, vc, r["k_scale"],
+                   r["v_scale"], **kw)
+        untouched_outside(view, buf, "qkv's buffer")
+        assert_bitwise_equal(view, qkv.to(dev), "qkv after the call")
+        return q, gt, kc, vc
+
+    names = ("q", "gate", "key_cache", "value_cache")
+    got = run_on(device, lambda: run(OPS.qk_norm_rope_cache, device))
+    want = run(mxfuse.qk_norm_rope_cache_unfused, device)
+    for name, a, b in zip(names, got, want):
+        assert_bitwise_equal(a, b, f"qk_norm_rope_cache vs its unfused ops: {name}")
+    if device == "cuda":
+        for name, a, b in zip(names, got, run(OPS.qk_norm_rope_cache, "cpu", "contiguous")):
+            assert_bitwise_equal(a, b, f"qk_norm_rope_cache gpu vs cpu: {name}")
+    else:
+        kc, vc = fresh_caches(c, "cpu")
+        wq, wg = ref.attention_front_from_qkv(qkv, rest["q_w"], rest["k_w"], rest["cos_sin"], rest["positions"],
+                                              slots, kc, vc, rest["k_scale"], rest["v_scale"], **kw)
+        for name, a, b in zip(names, got, (wq, wg, kc, vc)):
+            assert_equal_nan_by_position(a, b, f"qk_norm_rope_cache vs the reference: {name}")
