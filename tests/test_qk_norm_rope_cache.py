@@ -261,6 +261,8 @@ def test_opcheck(device, cache_dtype):
     p = Post(SMALL[0], 3, torch.bfloat16, device, cache_dtype=cache_dtype)
     _, kc, vc = p.f.fresh()
     torch.library.opcheck(OPS.qk_norm_rope_cache.default, p.args(kc, vc), p.kw, test_utils=utils)
+    f = Front(SMALL[0], 3, torch.bfloat16, device, cache_dtype=cache_dtype)
+    torch.library.opcheck(OPS.attention_front_split.default, f.args(*f.fresh()), f.kw, test_utils=utils)
 
 
 # --- GPU ---------------------------------------------------------------------------------------------

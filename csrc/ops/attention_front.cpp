@@ -389,6 +389,28 @@ void attention_front_check(
                    output_gate, eps, weight_offset, nullptr);
 }
 
+// The front as three launches (add + norm, the MXFP6 linear, qk_norm_rope_cache), each op's own
+// function called directly, after attention_front's checks: a refused call writes nothing and
+// names attention_front's arguments. One dispatch and no Python between the steps, so an eager
+// call costs about the one-launch op's host time (README, "Host cost of an eager call").
+std::tuple<at::Tensor, at::Tensor> attention_front_split(
+    const at::Tensor& x, at::Tensor& residual, const at::Tensor& input_norm_weight,
+    const at::Tensor& packed, const at::Tensor& scales, const at::Tensor& q_norm_weight,
+    const at::Tensor& k_norm_weight, const at::Tensor& cos_sin_cache, const at::Tensor& positions,
+    const at::Tensor& slot_mapping, at::Tensor& key_cache, at::Tensor& value_cache,
+    const at::Tensor& k_scale, const at::Tensor& v_scale, int64_t num_q_heads, int64_t num_kv_heads,
+    int64_t head_dim, int64_t rotary_dim, bool output_gate, double eps, double weight_offset) {
+  check_front_args("mxfuse.attention_front", x, residual, input_norm_weight, packed, scales,
+                   q_norm_weight, k_norm_weight, cos_sin_cache, positions, slot_mapping, key_cache,
+                   value_cache, k_scale, v_scale, num_q_heads, num_kv_heads, head_dim, rotary_dim,
+                   output_gate, eps, weight_offset, nullptr);
+  const at::Tensor y = gemma_fused_add_rmsnorm(x, residual, input_norm_weight, eps, weight_offset);
+  const at::Tensor qkv = mxfp6_linear(y, packed, scales, std::nullopt);
+  return qk_norm_rope_cache(qkv, q_norm_weight, k_norm_weight, cos_sin_cache, positions, slot_mapping,
+                            key_cache, value_cache, k_scale, v_scale, num_q_heads, num_kv_heads, head_dim,
+                            rotary_dim, output_gate, eps, weight_offset);
+}
+
 std::tuple<at::Tensor, at::Tensor> attention_front(
     const at::Tensor& x, at::Tensor& residual, const at::Tensor& input_norm_weight,
     const at::Tensor& packed, const at::Tensor& scales, const at::Tensor& q_norm_weight,
@@ -470,6 +492,7 @@ TORCH_LIBRARY_IMPL(mxfuse, CPU, m) {
   m.impl("attention_front", &attention_front);
   m.impl("attention_front_check", &attention_front_check);
   m.impl("qk_norm_rope_cache", &qk_norm_rope_cache);
+  m.impl("attention_front_split", &attention_front_split);
 }
 
 #ifdef MXF_WITH_GPU
@@ -479,6 +502,7 @@ TORCH_LIBRARY_IMPL(mxfuse, CUDA, m) {
   m.impl("attention_front", &attention_front);
   m.impl("attention_front_check", &attention_front_check);
   m.impl("qk_norm_rope_cache", &qk_norm_rope_cache);
+  m.impl("attention_front_split", &attention_front_split);
 }
 #endif
 

@@ -177,6 +177,20 @@ def _attention_front_check_fake(x, residual, input_norm_weight, packed, scales, 
     return None
 
 
+@torch.library.register_fake("mxfuse::attention_front_split")
+def _attention_front_split_fake(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
+                                cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
+                                v_scale, *, num_q_heads, num_kv_heads, head_dim, rotary_dim, output_gate,
+                                eps=1e-6, weight_offset=1.0):
+    _attention_front_check_fake(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
+                                cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
+                                v_scale, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads,
+                                head_dim=head_dim, rotary_dim=rotary_dim, output_gate=output_gate)
+    m = x.shape[0]
+    return (x.new_empty((m, num_q_heads, head_dim)),
+            x.new_empty((m, num_q_heads, head_dim if output_gate else 0)))
+
+
 @torch.library.register_fake("mxfuse::attention_front")
 def _attention_front_fake(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
                           cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
@@ -413,7 +427,8 @@ def attention_front(x: Tensor, residual: Tensor, input_norm_weight: Tensor, pack
     ``attention_front_workspace``).
 
     ``fused``: True runs the one-launch kernel; False three launches after the same checks
-    (``gemma_fused_add_rmsnorm``, ``mxfp6_linear``, ``qk_norm_rope_cache``); None (default): three
+    (``gemma_fused_add_rmsnorm``, ``mxfp6_linear``, ``qk_norm_rope_cache``, as one op:
+    ``torch.ops.mxfuse.attention_front_split``); None (default): three
     launches on a GPU, the faster at every measured point in a CUDA graph on the H200 (1.6-3.2x
     the one-launch kernel at hidden 2048 and 6144, M = 1-16; benchmarks/results/
     h200_attention_front.md), the op itself on the CPU. Eagerly, at a few tokens, the host's time
@@ -422,19 +437,12 @@ def attention_front(x: Tensor, residual: Tensor, input_norm_weight: Tensor, pack
     if fused is None:
         fused = not x.is_cuda
     if not fused:
-        # attention_front's own checks first: a refused call writes nothing (the add below writes
-        # the residual before qk_norm_rope_cache would check the caches).
-        _ops.attention_front_check(x, residual, input_norm_weight, packed, scales, q_norm_weight, k_norm_weight,
-                                   cos_sin_cache, positions, slot_mapping, key_cache, value_cache, k_scale,
-                                   v_scale, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads,
-                                   head_dim=head_dim, rotary_dim=rotary_dim, output_gate=output_gate, eps=eps,
-                                   weight_offset=weight_offset)
-        y = _ops.gemma_fused_add_rmsnorm(x, residual, input_norm_weight, eps, weight_offset)
-        qkv = _ops.mxfp6_linear(y, packed, scales, None)
-        return _ops.qk_norm_rope_cache(qkv, q_norm_weight, k_norm_weight, cos_sin_cache, positions, slot_mapping,
-                                       key_cache, value_cache, k_scale, v_scale, num_q_heads=num_q_heads,
-                                       num_kv_heads=num_kv_heads, head_dim=head_dim, rotary_dim=rotary_dim,
-                                       output_gate=output_gate, eps=eps, weight_offset=weight_offset)
+        # One op: attention_front's checks, then the three launches (no Python between them).
+        return _ops.attention_front_split(x, residual, input_norm_weight, packed, scales, q_norm_weight,
+                                          k_norm_weight, cos_sin_cache, positions, slot_mapping, key_cache,
+                                          value_cache, k_scale, v_scale, num_q_heads=num_q_heads,
+                                          num_kv_heads=num_kv_heads, head_dim=head_dim, rotary_dim=rotary_dim,
+                                          output_gate=output_gate, eps=eps, weight_offset=weight_offset)
     if workspace is None:
         n = packed.shape[0] * 16
         # mxfuse::attention_front_workspace_size, in Python so that torch.compile traces through it.
