@@ -50,88 +50,123 @@ struct ProtoParams {
 // Grid: any number of CTAs; CTA c owns units [U c / G, U (c + 1) / G) of the U = (N / 16) (K / 128)
 // units in `packed` order (row tile major). Warp w of the CTA takes the CTA's units w, w + kW, ...
 // and streams them through a ring of kD slots (kD in flight after each refill).
-template <int kNB, int kW, int kD, int kMinB>
+template <int kNB, int kW, int kD, int kMinB, int kRTU>
 __global__ void __launch_bounds__(kW * 32, kMinB) proto_kernel(const ProtoParams p) {
 #if defined(MXF_HAS_CLUSTER)
   extern __shared__ __align__(16) uint8_t smem[];
   grid_dep_wait();
   grid_dep_launch();
+  constexpr int kSlot = kRTU * kTileStageBytes;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t ktiles = p.k / kFp6TileCols, sgroups = p.k / kMxBlock;
-  const int64_t units = p.n / kFp6TileRows * ktiles;
-  const int64_t u0 = units * blockIdx.x / gridDim.x, u1 = units * (blockIdx.x + 1) / gridDim.x;
-  const int64_t first = u0 + warp;
-  const int count = first < u1 ? static_cast<int>((u1 - first + kW - 1) / kW) : 0;
-  uint8_t* const ring = smem + warp * kD * kTileStageBytes;
+  const int ktiles = static_cast<int>(p.k / kFp6TileCols), sgroups = static_cast<int>(p.k / kMxBlock);
+  const int units = static_cast<int>(p.n / (kFp6TileRows * kRTU)) * ktiles;
+  const int u0 = static_cast<int>(int64_t{units} * blockIdx.x / gridDim.x);
+  const int u1 = static_cast<int>(int64_t{units} * (blockIdx.x + 1) / gridDim.x);
+  const int first = u0 + warp;
+  const int count = first < u1 ? (u1 - first + kW - 1) / kW : 0;
+  uint8_t* const ring = smem + warp * kD * kSlot;
   const uint32_t ring_s = smem_addr(ring);
-
-  const auto issue = [&](int i) {
-    const int64_t u = first + static_cast<int64_t>(i) * kW;
-    const int64_t rt = u / ktiles, kt = u % ktiles;
-    const uint32_t dst = ring_s + (i % kD) * kTileStageBytes;
-    const uint8_t* src = p.packed + u * kFp6TileBytes + lane * 16;
-#pragma unroll
-    for (int q = 0; q < 3; ++q) cp_async16_to(dst + lane * 16 + q * 512, src + q * 512);
-    if (lane < kFp6TileRows) {
-      cp_async4_to(dst + kFp6TileBytes + lane * 4, p.scales + (rt * kFp6TileRows + lane) * sgroups + kt * 4);
+  const auto advance = [&](int& rt, int& kt) {
+    kt += kW;
+    while (kt >= ktiles) {
+      kt -= ktiles;
+      ++rt;
     }
+  };
+  // Cursors (row-tile unit, k-tile) of the next unit to issue and of the unit being decoded.
+  int irt = first / ktiles, ikt = first % ktiles, islot = 0;
+  const int64_t rt_stride = int64_t{ktiles} * kFp6TileBytes;
+  const auto issue = [&]() {
+    const uint32_t dst = ring_s + islot * kSlot;
+    const uint8_t* src = p.packed + (int64_t{irt} * kRTU * ktiles + ikt) * kFp6TileBytes + lane * 16;
+#pragma unroll
+    for (int r = 0; r < kRTU; ++r) {
+#pragma unroll
+      for (int q = 0; q < 3; ++q) cp_async16_to(dst + r * kTileStageBytes + lane * 16 + q * 512, src + r * rt_stride + q * 512);
+      if (lane < kFp6TileRows) {
+        cp_async4_to(dst + r * kTileStageBytes + kFp6TileBytes + lane * 4,
+                     p.scales + (int64_t{irt * kRTU + r} * kFp6TileRows + lane) * sgroups + ikt * 4);
+      }
+    }
+    islot = islot + 1 == kD ? 0 : islot + 1;
+    advance(irt, ikt);
   };
 #pragma unroll
   for (int s = 0; s < kD; ++s) {
-    if (s < count) issue(s);
+    if (s < count) issue();
     cp_async_commit();
   }
-  const auto x_of = [&](int i, int nb) {
-    const int64_t u = first + static_cast<int64_t>(i) * kW;
+  int drt = first / ktiles, dkt = first % ktiles, dslot = 0;
+  const uint16_t* xrow[kNB];
+#pragma unroll
+  for (int nb = 0; nb < kNB; ++nb) {
     const int64_t mm = nb * 8 + g < p.m ? nb * 8 + g : p.m - 1;
-    return reinterpret_cast<const uint4*>(p.x + mm * p.k + (u % ktiles) * kFp6TileCols + 8 * t);
-  };
+    xrow[nb] = p.x + mm * p.k + 8 * t;
+  }
   uint4 xq[kNB][4];
 #pragma unroll
   for (int nb = 0; nb < kNB; ++nb)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) xq[nb][j] = count > 0 ? load_x(x_of(0, nb) + j * 4) : make_uint4(0, 0, 0, 0);
+    for (int j = 0; j < 4; ++j) {
+      xq[nb][j] = count > 0 ? load_x(reinterpret_cast<const uint4*>(xrow[nb] + dkt * kFp6TileCols) + j * 4)
+                            : make_uint4(0, 0, 0, 0);
+    }
   const uint32_t par = (t & 1) ? 0x2222u : 0u;
   const int lane_codes = kFp6GroupBytes * kFp6GroupsPerTileRow * g + ((6 * t) & ~3);
-  float acc[1][kNB][4];
+  float acc[kRTU][kNB][4];
   const auto zero = [&]() {
 #pragma unroll
-    for (int nb = 0; nb < kNB; ++nb)
+    for (int r = 0; r < kRTU; ++r)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) acc[0][nb][i] = 0.0f;
+      for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[r][nb][i] = 0.0f;
   };
   zero();
   constexpr bool kSpread = kNB == 2;
   for (int i = 0; i < count; ++i) {
     cp_async_wait<kD - 1>();
     sync_lanes();
-    const uint8_t* st = ring + (i % kD) * kTileStageBytes;
-    uint32_t s_lo[1] = {*reinterpret_cast<const uint32_t*>(st + kFp6TileBytes + g * 4)};
-    uint32_t s_hi[1] = {*reinterpret_cast<const uint32_t*>(st + kFp6TileBytes + (g + 8) * 4)};
-    const bool folded = __all_sync(0xffffffffu, scales_foldable(s_lo[0]) && scales_foldable(s_hi[0]));
+    const uint8_t* st = ring + dslot * kSlot;
+    uint32_t s_lo[kRTU], s_hi[kRTU];
+    bool fold = true;
+#pragma unroll
+    for (int r = 0; r < kRTU; ++r) {
+      s_lo[r] = *reinterpret_cast<const uint32_t*>(st + r * kTileStageBytes + kFp6TileBytes + g * 4);
+      s_hi[r] = *reinterpret_cast<const uint32_t*>(st + r * kTileStageBytes + kFp6TileBytes + (g + 8) * 4);
+      fold = fold && scales_foldable(s_lo[r]) && scales_foldable(s_hi[r]);
+    }
+    const bool folded = __all_sync(0xffffffffu, fold);
     const bool more = i + 1 < count;
+    int nrt = drt, nkt = dkt;
+    advance(nrt, nkt);
     const uint4* xnext[kNB];
 #pragma unroll
-    for (int nb = 0; nb < kNB; ++nb) xnext[nb] = x_of(more ? i + 1 : i, nb);
+    for (int nb = 0; nb < kNB; ++nb) xnext[nb] = reinterpret_cast<const uint4*>(xrow[nb] + (more ? nkt : dkt) * kFp6TileCols);
     if (folded) {
-      mma_tile<true, true, kNB, 1, 0, 1, kXWhole, kSpread>(st + lane_codes, xq, xnext, more, par, s_lo, s_hi, acc);
+      mma_tile<true, true, kNB, kRTU, 0, kRTU, kXWhole, kSpread>(st + lane_codes, xq, xnext, more, par, s_lo, s_hi, acc);
     } else {
-      mma_tile<true, false, kNB, 1, 0, 1, kXWhole, kSpread>(st + lane_codes, xq, xnext, more, par, s_lo, s_hi, acc);
+      mma_tile<true, false, kNB, kRTU, 0, kRTU, kXWhole, kSpread>(st + lane_codes, xq, xnext, more, par, s_lo, s_hi, acc);
     }
-    const int64_t u = first + static_cast<int64_t>(i) * kW, rt = u / ktiles;
-    if (!more || (u + kW) / ktiles != rt) {
+    if (!more || nrt != drt) {
 #pragma unroll
-      for (int nb = 0; nb < kNB; ++nb)
+      for (int r = 0; r < kRTU; ++r)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t row = rt * kFp6TileRows + g + (e >= 2 ? 8 : 0), mm = nb * 8 + 2 * t + (e & 1);
-          if (mm < p.m) atomicAdd(p.out + mm * p.n + row, acc[0][nb][e]);
-        }
+        for (int nb = 0; nb < kNB; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int64_t row = (int64_t{drt} * kRTU + r) * kFp6TileRows + g + (e >= 2 ? 8 : 0);
+            const int64_t mm = nb * 8 + 2 * t + (e & 1);
+            if (mm < p.m) atomicAdd(p.out + mm * p.n + row, acc[r][nb][e]);
+          }
       zero();
     }
+    drt = nrt;
+    dkt = nkt;
+    dslot = dslot + 1 == kD ? 0 : dslot + 1;
     sync_lanes();  // every lane has read the slot before it is refilled
-    if (i + kD < count) issue(i + kD);
+    if (i + kD < count) issue();
     cp_async_commit();
   }
   cp_async_wait<0>();
@@ -146,11 +181,11 @@ struct Variant {
   void (*kernel)(const ProtoParams);
 };
 
-template <int kNB, int kW, int kD, int kMinB>
+template <int kNB, int kW, int kD, int kMinB, int kRTU = 1>
 Variant make(int per_sm) {
   char name[64];
-  std::snprintf(name, sizeof name, "W%dD%dx%d", kW, kD, per_sm);
-  return Variant{name, kNB, per_sm, kW * 32, kW * kD * kTileStageBytes, proto_kernel<kNB, kW, kD, kMinB>};
+  std::snprintf(name, sizeof name, "R%dW%dD%dx%d", kRTU, kW, kD, per_sm);
+  return Variant{name, kNB, per_sm, kW * 32, kW * kD * kRTU * kTileStageBytes, proto_kernel<kNB, kW, kD, kMinB, kRTU>};
 }
 
 }  // namespace
@@ -229,9 +264,10 @@ int main(int argc, char** argv) {
   }
   using namespace mxf::kernels;
   std::vector<Variant> variants = {
-      make<1, 16, 4, 2>(1), make<1, 16, 2, 2>(1), make<1, 16, 3, 2>(1), make<1, 8, 8, 2>(1),
-      make<1, 8, 4, 4>(2),  make<1, 8, 2, 4>(2),  make<1, 4, 4, 8>(4),  make<1, 4, 2, 8>(4),
-      make<2, 8, 4, 2>(1),  make<2, 8, 8, 2>(1),  make<2, 4, 4, 4>(2),  make<2, 4, 4, 4>(3),
+      make<1, 16, 2, 2>(1),    make<1, 16, 3, 2>(1),    make<1, 8, 2, 4>(2),     make<1, 4, 2, 8>(4),
+      make<1, 4, 3, 8>(4),     make<1, 8, 2, 2, 2>(1),  make<1, 8, 3, 2, 2>(1),  make<1, 4, 2, 4, 2>(2),
+      make<1, 4, 3, 4, 2>(2),  make<1, 4, 2, 4, 2>(3),  make<2, 8, 2, 2>(1),     make<2, 4, 2, 4>(2),
+      make<2, 4, 2, 4, 2>(2),  make<2, 4, 2, 4, 2>(3),
   };
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
