@@ -28,14 +28,7 @@
 // mxfp6.cu); this tool launches them directly and never captures.
 void mxf::kernels::note_fp6_linear_kernel(const void*) {}
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "cuda_check.h"
 
 namespace {
 
