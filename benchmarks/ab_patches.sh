@@ -6,6 +6,8 @@
 #   AB_BENCH="benchmarks/bench_attention_front.py --ms 1 4 8 16" \
 #   AB_TESTS="tests/test_attention_front.py" \
 #   bash benchmarks/ab_patches.sh a.patch b.patch        # variants: base, +a, +a+b
+# AB_BENCH may list several benchmarks separated by ';' (each run on every build and round; their
+# outputs are then ab_<variant>_r<round>_b<index>).
 # Output: $OUT/ab_<variant>_r<round>.{json,md,log}, packed with the build and test logs into
 # $OUT/ab.tar.gz at the end (the device call returns at most 8 files); the tree and its build are
 # restored.
@@ -40,12 +42,16 @@ for p in "$@"; do
   variants+=("$name")
 done
 so=$(ls python/mxfuse/_C*.so)
+IFS=';' read -ra benches <<< "$AB_BENCH"
 for r in $(seq 1 "$ROUNDS"); do
   for i in "${!variants[@]}"; do
     cp "$so_dir/$i.so" "$so"
-    tag="v${i}_r${r}"
-    .venv/bin/python $AB_BENCH --out "$OUT/ab_$tag" > "$OUT/ab_$tag.log" 2>&1
-    echo "round $r ${variants[$i]}: rc=$?"
+    for j in "${!benches[@]}"; do
+      tag="v${i}_r${r}"
+      [ "${#benches[@]}" -gt 1 ] && tag="${tag}_b${j}"
+      .venv/bin/python ${benches[$j]} --out "$OUT/ab_$tag" > "$OUT/ab_$tag.log" 2>&1
+      echo "round $r ${variants[$i]} bench $j: rc=$?"
+    done
   done
 done
 cp "$so_dir/0.so" "$so"  # the build of the sources the trap restores

@@ -33,6 +33,17 @@ MXF_DEV void cp_async16_to(uint32_t smem, const void* gmem) {
 MXF_DEV void cp_async4_to(uint32_t smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem), "l"(gmem));
 }
+// The same with an L2 cache policy (l2_evict_first_policy): for streams read once, so that they
+// do not push out of L2 the lines other loads reuse (the MXFP6 linear's scale words, read by
+// several warps, x, and the previous kernel's outputs: docs/PERF_NOTES.md, fifty-fourth session).
+MXF_DEV void cp_async16_to(uint32_t smem, const void* gmem, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "l"(policy));
+}
+MXF_DEV uint64_t l2_evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
 MXF_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>
 MXF_DEV void cp_async_wait() {

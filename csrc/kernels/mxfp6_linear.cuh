@@ -735,6 +735,11 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
   const uint32_t dst0 = smem_addr(ring) + lane * 16;  // shared addresses: no conversion per copy
   const uint32_t sdst0 = smem_addr(ring) + kFp6TileBytes + (lane & 15) * 4;
   int issue_slot = 0;
+  // The codes are read once: evict-first in L2, so that they do not push out the scale words
+  // (a 32-byte sector serves eight k-tiles, i.e. several warps), x and the previous kernel's
+  // outputs. H100, same process: 1-6% faster after a kernel and up to 10% in the layer front;
+  // the scales evict-first too were slower (docs/PERF_NOTES.md, fifty-fourth session).
+  const uint64_t policy = l2_evict_first_policy();
   // Item f: row tiles [h * kItemRT, (h + 1) * kItemRT) of the tile at stream position f / kSub,
   // h = f % kSub.
   const auto issue = [&](int f) {
@@ -750,7 +755,7 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
       const int rr = h * kItemRT + r;
 #pragma unroll
       for (int q = 0; q < 3; ++q) {
-        cp_async16_to(dst0 + off + r * kTileStageBytes + q * 512, src + rr * rt_stride + q * 512);
+        cp_async16_to(dst0 + off + r * kTileStageBytes + q * 512, src + rr * rt_stride + q * 512, policy);
       }
       if constexpr (kSub == 1) {
         if (lane < kFp6TileRows) cp_async4_to(sdst0 + off + r * kTileStageBytes, ssrc + rr * srt_stride);
