@@ -737,7 +737,7 @@ MXF_DEV void linear_mma(const P& pp, uint8_t* smem, int64_t row0, int64_t m0, in
   int issue_slot = 0;
   // The codes are read once: evict-first in L2, so that they do not push out the scale words
   // (a 32-byte sector serves eight k-tiles, i.e. several warps), x and the previous kernel's
-  // outputs. H100, same process: 1-6% faster after a kernel and up to 10% in the layer front;
+  // outputs. H100, same process: 1.00-1.07x per call after a kernel, up to 1.11x in the layer front;
   // the scales evict-first too were slower (docs/PERF_NOTES.md, fifty-fourth session).
   const uint64_t policy = l2_evict_first_policy();
   // Item f: row tiles [h * kItemRT, (h + 1) * kItemRT) of the tile at stream position f / kSub,
